@@ -1,0 +1,156 @@
+// Package app is the entry point every kpatterns binary shares: `manifests`, `install` and `run`,
+// driven by a small Pattern declaration in the pattern's main.go.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// Pattern declares one runnable pattern.
+type Pattern struct {
+	// Name names the binary, its ServiceAccount, RBAC objects, Deployment and leader-election Lease.
+	Name string
+	// Config holds the generated config/ directory: crd/*.yaml (optional) and rbac/role.yaml.
+	Config fs.FS
+	// AddToScheme registers the pattern's own API types (optional; client-go's are always there).
+	AddToScheme func(*runtime.Scheme) error
+	// Cache narrows what the informers hold (label selectors, transforms); optional.
+	Cache func(*cache.Options)
+	// Setup registers the pattern's controllers or webhooks with the manager.
+	Setup func(manager.Manager) error
+}
+
+// FieldManager is the server-side apply field manager a pattern's controller writes with.
+func FieldManager(pattern string) string { return "kpatterns-" + pattern }
+
+// InstallFieldManager is the field manager `install` applies with.
+const InstallFieldManager = "kpatterns-install"
+
+const usage = `usage: %[1]s <command> [flags]
+
+commands:
+  manifests [--image IMG] [--command CMD] [--watch-namespaces NS,...]   print the YAML to deploy %[1]s
+  install   [--image IMG] [--command CMD] [--watch-namespaces NS,...]   server-side apply it with the current kubeconfig
+  run       [--as-service-account] [--leader-elect=false] [--watch-namespaces NS,...]
+                                                                          run the controller in the foreground
+
+The operator namespace is $KPATTERNS_NAMESPACE, else the in-cluster namespace, else "default".
+Run '%[1]s <command> -h' for a command's flags.
+`
+
+// Main runs the command line and exits the process: 0 on success, 1 on a failure, 2 on bad usage.
+func Main(p Pattern) {
+	err := Execute(ctrl.SetupSignalHandler(), p, os.Args[1:], os.Stdout, os.Stderr)
+	var u usageError
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &u):
+		fmt.Fprintf(os.Stderr, "%s: %v (run '%s help')\n", p.Name, err, p.Name)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %s\n", p.Name, oneLine(err))
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+// Execute runs one command line; tests call it directly.
+func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(stdout, usage, p.Name)
+		return nil
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet(p.Name+" "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(stderr, "flags of '%s %s':\n", p.Name, cmd); fs.PrintDefaults() }
+	var o Options
+	o.Namespace = OperatorNamespace()
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+	watch := fs.String("watch-namespaces", "", "comma-separated namespaces to watch (empty: all)")
+	var run func() error
+	switch cmd {
+	case "manifests", "install":
+		fs.StringVar(&o.Image, "image", "", "container image: also render a Deployment running it")
+		fs.StringVar(&o.Command, "command", "", "the container's command, split on spaces (default /manager); run is appended")
+		run = func() error {
+			objs, err := Objects(p, o)
+			if err != nil {
+				return err
+			}
+			if cmd == "manifests" {
+				return WriteYAML(stdout, objs)
+			}
+			cfg, err := restConfig(o.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			return Install(ctx, cfg, objs, stdout)
+		}
+	case "run":
+		var r RunOptions
+		fs.BoolVar(&r.AsServiceAccount, "as-service-account", false, "impersonate the generated ServiceAccount, so its RBAC is what is tested")
+		fs.BoolVar(&r.LeaderElect, "leader-elect", true, "elect a leader through a Lease in the operator namespace")
+		fs.StringVar(&r.ProbeAddr, "health-probe-bind-address", ":8080", "address of /healthz and /readyz")
+		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8081", "address of /metrics (0 disables)")
+		r.Zap.BindFlags(fs)
+		run = func() error { r.Options = o; return Run(ctx, p, r) }
+	default:
+		return usageError{fmt.Errorf("unknown command %q", cmd)}
+	}
+	fs.SetOutput(io.Discard) // errors are reported on one line by Main
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	o.WatchNamespaces = splitList(*watch)
+	return run()
+}
+
+// OperatorNamespace is $KPATTERNS_NAMESPACE, else the in-cluster namespace, else "default".
+func OperatorNamespace() string {
+	if ns := os.Getenv("KPATTERNS_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

@@ -1,0 +1,252 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// Options are the flags `manifests`, `install` and `run` share.
+type Options struct {
+	Namespace       string   // operator namespace
+	WatchNamespaces []string // empty: all namespaces
+	Kubeconfig      string
+	Image           string // with an image, a Deployment is rendered too
+	Command         string
+}
+
+// Objects renders everything a pattern needs in a cluster, in apply order.
+func Objects(p Pattern, o Options) ([]client.Object, error) {
+	name := "kpatterns-" + p.Name
+	labels := map[string]string{"app.kubernetes.io/name": p.Name, "app.kubernetes.io/part-of": "kpatterns"}
+	meta := func(ns, n string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: n, Namespace: ns, Labels: labels}
+	}
+	crds, err := readCRDs(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := readRules(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	objs := append([]client.Object{}, crds...)
+	objs = append(objs, &corev1.ServiceAccount{ObjectMeta: meta(o.Namespace, p.Name)})
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.Name, Namespace: o.Namespace}}
+	if len(rules) > 0 {
+		if len(o.WatchNamespaces) == 0 {
+			objs = append(objs,
+				&rbacv1.ClusterRole{ObjectMeta: meta("", name), Rules: rules},
+				&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", name), Subjects: subjects,
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+		}
+		for _, ns := range o.WatchNamespaces {
+			objs = append(objs,
+				&rbacv1.Role{ObjectMeta: meta(ns, name), Rules: rules},
+				&rbacv1.RoleBinding{ObjectMeta: meta(ns, name), Subjects: subjects,
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+		}
+	}
+	le := name + "-leader-election"
+	objs = append(objs,
+		&rbacv1.Role{ObjectMeta: meta(o.Namespace, le), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		}},
+		&rbacv1.RoleBinding{ObjectMeta: meta(o.Namespace, le), Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le}})
+	if o.Image != "" {
+		objs = append(objs, deployment(p.Name, o, labels))
+	}
+	for _, obj := range objs { // typed objects render and apply with their kind
+		gvks, _, err := scheme.ObjectKinds(obj)
+		if err != nil {
+			return nil, err
+		}
+		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	}
+	return objs, nil
+}
+
+func deployment(name string, o Options, labels map[string]string) *appsv1.Deployment {
+	command := strings.Fields(o.Command)
+	if len(command) == 0 {
+		command = []string{"/manager"}
+	}
+	args := []string{"run"}
+	if len(o.WatchNamespaces) > 0 {
+		args = append(args, "--watch-namespaces="+strings.Join(o.WatchNamespaces, ","))
+	}
+	probe := func(p string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: p, Port: intstr.FromString("probes")}}, PeriodSeconds: 10}
+	}
+	selector := map[string]string{"app.kubernetes.io/name": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: name,
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Containers: []corev1.Container{{
+						Name: "manager", Image: o.Image, Command: command, Args: args,
+						Env: []corev1.EnvVar{{Name: "KPATTERNS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
+							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
+						Ports: []corev1.ContainerPort{
+							{Name: "probes", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 8081}},
+						LivenessProbe:  probe("/healthz"),
+						ReadinessProbe: probe("/readyz"),
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"),
+								corev1.ResourceMemory: resource.MustParse("64Mi")},
+							Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+						SecurityContext: &corev1.SecurityContext{
+							RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
+							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// readCRDs reads crd/*.yaml from the pattern's config, sorted by file name.
+func readCRDs(config fs.FS) ([]client.Object, error) {
+	if config == nil {
+		return nil, nil
+	}
+	files, err := fs.Glob(config, "config/crd/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []client.Object
+	for _, f := range files {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := readYAML(config, f, crd); err != nil {
+			return nil, err
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+// readRules reads the rules of the ClusterRole controller-gen wrote to rbac/role.yaml.
+func readRules(config fs.FS) ([]rbacv1.PolicyRule, error) {
+	if config == nil {
+		return nil, nil
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := readYAML(config, "config/rbac/role.yaml", role); err != nil {
+		return nil, err
+	}
+	return role.Rules, nil
+}
+
+func readYAML(config fs.FS, file string, into any) error {
+	b, err := fs.ReadFile(config, file)
+	if err != nil {
+		return fmt.Errorf("pattern config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(b, into); err != nil {
+		return fmt.Errorf("pattern config %s: %w", path.Base(file), err)
+	}
+	return nil
+}
+
+// WriteYAML prints objects as one multi-document YAML stream without server-set fields.
+func WriteYAML(w io.Writer, objs []client.Object) error {
+	for _, obj := range objs {
+		u, err := toUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		b, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "status")
+	return u, nil
+}
+
+// Install server-side applies objects with InstallFieldManager, forcing ownership of the fields it
+// sets (it is the owner of these objects), and prints what it created, changed or left unchanged.
+func Install(ctx context.Context, cfg *rest.Config, objs []client.Object, out io.Writer) error {
+	if err := ping(ctx, cfg); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		u, err := toUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		ref := fmt.Sprintf("%s/%s", strings.ToLower(u.GetKind()), u.GetName())
+		before := &unstructured.Unstructured{}
+		before.SetGroupVersionKind(u.GroupVersionKind())
+		err = c.Get(ctx, client.ObjectKeyFromObject(u), before)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		existed := err == nil
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner(InstallFieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		verb := "created"
+		if existed {
+			verb = "unchanged"
+			if before.GetResourceVersion() != u.GetResourceVersion() {
+				verb = "configured"
+			}
+		}
+		fmt.Fprintf(out, "%s %s\n", ref, verb)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// scheme holds client-go's types and CRDs; patterns add theirs in Run.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
+}()
+
+// RunOptions are the flags of `run`.
+type RunOptions struct {
+	Options
+	AsServiceAccount bool
+	LeaderElect      bool
+	ProbeAddr        string
+	MetricsAddr      string
+	Zap              zap.Options
+	// SkipNameValidation lets tests run several managers with the same controllers in one process.
+	SkipNameValidation bool
+}
+
+// ServiceAccountUser is the user name a pattern's ServiceAccount authenticates as.
+func ServiceAccountUser(namespace, pattern string) string {
+	return "system:serviceaccount:" + namespace + ":" + pattern
+}
+
+// Run starts the pattern's manager and blocks until ctx ends (SIGTERM/SIGINT in Main), then shuts
+// down gracefully: controllers drain, the leader Lease is released.
+func Run(ctx context.Context, p Pattern, o RunOptions) error {
+	log := zap.New(zap.UseFlagOptions(&o.Zap))
+	ctrl.SetLogger(log)
+	klog.SetLogger(log)
+
+	cfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if o.AsServiceAccount {
+		cfg = Impersonate(cfg, o.Namespace, p.Name)
+	}
+	if err := ping(ctx, cfg); err != nil {
+		return err
+	}
+	mgr, err := NewManager(cfg, p, o)
+	if err != nil {
+		return err
+	}
+	log.Info("starting", "pattern", p.Name, "namespace", o.Namespace, "watchNamespaces", o.WatchNamespaces,
+		"leaderElection", o.LeaderElect, "user", cfg.Impersonate.UserName)
+	return mgr.Start(ctx)
+}
+
+// Impersonate returns a copy of cfg that acts as the pattern's ServiceAccount.
+func Impersonate(cfg *rest.Config, namespace, pattern string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: ServiceAccountUser(namespace, pattern),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	return cfg
+}
+
+// NewManager builds the manager `run` starts, with the pattern's scheme, cache scope (managedFields
+// always stripped), leader election, probes, metrics and controllers.
+func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, error) {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	if p.AddToScheme != nil {
+		if err := p.AddToScheme(s); err != nil {
+			return nil, err
+		}
+	}
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if len(o.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	if p.Cache != nil {
+		p.Cache(&cacheOpts)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        s,
+		Cache:                         cacheOpts,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              "kpatterns-" + p.Name,
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		HealthProbeBindAddress:        o.ProbeAddr,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	// Ready once the informers have synced: before that the controller would act on a partial view.
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := p.Setup(mgr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// restConfig loads an explicit kubeconfig, else what controller-runtime finds ($KUBECONFIG,
+// in-cluster, ~/.kube/config).
+func restConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no kubeconfig: %w (set KUBECONFIG or --kubeconfig)", err)
+	}
+	return cfg, nil
+}
+
+// ping fails fast, in one line, when the API server does not answer.
+func ping(ctx context.Context, cfg *rest.Config) error {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 10 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return err
+	}
+	if _, err := dc.ServerVersion(); err != nil {
+		return fmt.Errorf("cannot reach the API server at %s: %w", cfg.Host, err)
+	}
+	return nil
+}

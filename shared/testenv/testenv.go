@@ -1,0 +1,139 @@
+// Package testenv runs a pattern's integration tests against a real API server: envtest's etcd
+// and kube-apiserver, built once by package controlplane. The pattern's generated manifests
+// (CRDs, ServiceAccount, RBAC) are installed, and its manager runs as its ServiceAccount, so the
+// tests exercise the same RBAC as a deployment.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/controlplane"
+)
+
+// Namespace is the operator namespace the tests install into.
+const Namespace = "default"
+
+// Env is a running API server with a pattern installed.
+type Env struct {
+	Admin   *rest.Config  // system:masters
+	Client  client.Client // admin client, live reads and writes (no cache)
+	Pattern app.Pattern
+	env     *envtest.Environment
+}
+
+// Main starts the API server, installs p's manifests, runs the tests and stops the server. It is
+// meant for TestMain: `func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }`
+// never returns. A failure to start is fatal: no test skips for lack of binaries.
+func Main(m *testing.M, p app.Pattern, set func(*Env)) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	e, err := Start(p)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	set(e)
+	code := m.Run()
+	if err := e.env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+	}
+	os.Exit(code)
+}
+
+// Start boots etcd and kube-apiserver and installs p's manifests.
+func Start(p app.Pattern) (*Env, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir, err := controlplane.Ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	e := &Env{Admin: cfg, Pattern: p, env: env}
+	if e.Client, err = client.New(cfg, client.Options{}); err != nil {
+		return nil, err
+	}
+	objs, err := app.Objects(p, app.Options{Namespace: Namespace})
+	if err != nil {
+		return nil, err
+	}
+	if err := app.Install(ctx, cfg, objs, io.Discard); err != nil {
+		return nil, err
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, o := range objs {
+		if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
+			crds = append(crds, crd)
+		}
+	}
+	// The CRDs must be served before a manager can watch them.
+	opts := envtest.CRDInstallOptions{MaxTime: time.Minute, PollInterval: 100 * time.Millisecond}
+	if err := envtest.WaitForCRDs(cfg, crds, opts); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Manager builds the pattern's manager as `run --as-service-account --leader-elect=false` would,
+// starts it, and stops it when the test ends. The returned manager's client reads from its cache.
+func (e *Env) Manager(t testing.TB) manager.Manager {
+	t.Helper()
+	return e.start(t, e.Pattern)
+}
+
+// IdleManager is Manager without the pattern's controllers: the same cache and clients, for tests
+// that drive a reconciler by hand with no other writer.
+func (e *Env) IdleManager(t testing.TB) manager.Manager {
+	t.Helper()
+	p := e.Pattern
+	p.Setup = func(manager.Manager) error { return nil }
+	return e.start(t, p)
+}
+
+func (e *Env) start(t testing.TB, p app.Pattern) manager.Manager {
+	cfg := app.Impersonate(e.Admin, Namespace, p.Name)
+	mgr, err := app.NewManager(cfg, p, app.RunOptions{
+		Options: app.Options{Namespace: Namespace}, ProbeAddr: "0", MetricsAddr: "0", SkipNameValidation: true,
+	})
+	if err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	return mgr
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("TESTENV_VERBOSE") != "" {
+		return -1
+	}
+	return 2 // errors only
+}
