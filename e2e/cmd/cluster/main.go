@@ -1,0 +1,185 @@
+// Command cluster starts and stops the local cluster in the background:
+//
+//	cluster up [--dir .cluster]     start it (or report the running one); writes DIR/kubeconfig
+//	cluster down [--dir .cluster]   stop every process it started and remove DIR
+//
+// `up` starts a supervisor process in its own session that owns the cluster's processes and
+// stops them on SIGTERM; `down` signals it, and kills any leftover process whose command line
+// names DIR (a supervisor that was killed cannot clean up itself).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fail(errors.New("usage: cluster up|down [--dir DIR]"))
+	}
+	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
+	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/")
+	_ = fs.Parse(os.Args[2:])
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		fail(err)
+	}
+	switch os.Args[1] {
+	case "up":
+		err = up(abs)
+	case "down":
+		err = down(abs)
+	case "supervise":
+		err = supervise(abs)
+	default:
+		err = fmt.Errorf("unknown command %q (want up or down)", os.Args[1])
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "cluster:", err)
+	os.Exit(1)
+}
+
+func pidFile(dir string) string   { return filepath.Join(dir, "supervisor.pid") }
+func readyFile(dir string) string { return filepath.Join(dir, "ready") }
+
+// running returns the supervisor's PID if it is alive.
+func running(dir string) (int, bool) {
+	b, err := os.ReadFile(pidFile(dir))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil && syscall.Kill(pid, 0) == nil
+}
+
+func up(dir string) error {
+	if _, ok := running(dir); ok {
+		if _, err := os.Stat(readyFile(dir)); err == nil {
+			fmt.Printf("local cluster already running\n%s", howTo(dir))
+			return nil
+		}
+	} else if _, err := os.Stat(dir); err == nil {
+		_ = down(dir) // leftovers of a crashed cluster
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(dir, "logs", "supervisor.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	start := time.Now()
+	cmd := exec.Command(self, "supervise", "--dir", dir)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command and its terminal
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for {
+		if _, err := os.Stat(readyFile(dir)); err == nil {
+			fmt.Printf("local cluster ready in %.1fs (node %s Ready)\n%s", time.Since(start).Seconds(), localcluster.NodeName, howTo(dir))
+			return nil
+		}
+		select {
+		case err := <-exited:
+			b, _ := os.ReadFile(filepath.Join(dir, "logs", "supervisor.log"))
+			return fmt.Errorf("the cluster did not start (%v):\n%s\ncomponent logs: %s", err, b, filepath.Join(dir, "logs"))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func howTo(dir string) string {
+	return fmt.Sprintf(`  kubeconfig: %[1]s/kubeconfig
+  use it:     export KUBECONFIG=%[1]s/kubeconfig   (kubectl, or any pattern's install/run)
+  logs:       %[1]s/logs/
+  stop it:    go tool task cluster:down
+`, dir)
+}
+
+// supervise runs the cluster until SIGTERM or SIGINT.
+func supervise(dir string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return err
+	}
+	c, err := localcluster.Start(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(readyFile(dir), nil, 0o644); err != nil {
+		return errors.Join(err, c.Stop())
+	}
+	fmt.Println("cluster ready; kubeconfig", c.Kubeconfig)
+	<-ctx.Done()
+	fmt.Println("stopping")
+	return c.Stop()
+}
+
+func down(dir string) error {
+	if pid, ok := running(dir); ok {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+			if syscall.Kill(pid, 0) != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	killed := killLeftovers(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	fmt.Printf("local cluster stopped and %s removed", dir)
+	if killed > 0 {
+		fmt.Printf(" (%d leftover processes killed)", killed)
+	}
+	fmt.Println()
+	return nil
+}
+
+// killLeftovers kills processes whose command line names dir: every component is started with a
+// path inside it (etcd's data dir, the API server's cert dir, the others' kubeconfig).
+func killLeftovers(dir string) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(b), dir+"/") {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}

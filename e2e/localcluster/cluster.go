@@ -1,0 +1,330 @@
+// Package localcluster runs a complete Kubernetes control plane as local processes, with no
+// Docker: etcd and kube-apiserver (through controller-runtime's envtest), kube-controller-manager
+// (garbage collection, namespaces, Deployments, ReplicaSets, ServiceAccounts, node lifecycle),
+// kube-scheduler, and kwok with one fake node, so Pods are scheduled and become Running and Ready
+// without a kubelet. The binaries come from package controlplane's cache; every port is free-chosen.
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kpatterns/kpatterns/shared/controlplane"
+)
+
+// NodeName is the kwok node's name.
+const NodeName = "kwok-node-0"
+
+// controllers are kube-controller-manager's controllers the patterns rely on.
+var controllers = []string{
+	"garbage-collector-controller", "namespace-controller", "deployment-controller", "replicaset-controller",
+	"serviceaccount-controller", "serviceaccount-token-controller", "node-lifecycle-controller",
+	"root-ca-certificate-publisher-controller",
+}
+
+// Cluster is one running local cluster. Its files live in Dir: kubeconfig, pki/, etcd/, logs/.
+type Cluster struct {
+	Dir        string
+	Kubeconfig string // admin kubeconfig (system:masters)
+	Config     *rest.Config
+	env        *envtest.Environment
+	procs      []*exec.Cmd
+	logs       []*os.File
+}
+
+// Start starts the cluster in dir (created if missing) and returns once the node is Ready and
+// untainted and the default ServiceAccount exists. On failure everything started is stopped and
+// the error carries the tail of the failing component's log.
+func Start(ctx context.Context, dir string) (c *Cluster, err error) {
+	assets, err := controlplane.Ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"logs", "pki", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	c = &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cp := &env.ControlPlane
+	cp.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
+	if cp.Etcd.Out, err = c.logFile("etcd"); err != nil {
+		return nil, err
+	}
+	cp.Etcd.Err = cp.Etcd.Out
+	cp.APIServer = &envtest.APIServer{CertDir: filepath.Join(dir, "pki"), StartTimeout: time.Minute}
+	if cp.APIServer.Out, err = c.logFile("kube-apiserver"); err != nil {
+		return nil, err
+	}
+	cp.APIServer.Err = cp.APIServer.Out
+	// envtest turns the ServiceAccount admission plugin off because it runs no controllers; this
+	// cluster runs them, so Pods get their ServiceAccount as on any cluster.
+	cp.APIServer.Configure().Disable("disable-admission-plugins")
+	c.env = env
+	if c.Config, err = env.Start(); err != nil {
+		return nil, fmt.Errorf("etcd/kube-apiserver: %w%s", err, tail(filepath.Join(dir, "logs", "kube-apiserver.log")))
+	}
+	admin, err := cp.AddUser(envtest.User{Name: "kpatterns-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	c.Config = admin.Config()
+	pki := cp.APIServer.CertDir
+	caFile := filepath.Join(pki, "ca.crt")
+	if err := os.WriteFile(caFile, cp.APIServer.SecureServing.CA, 0o600); err != nil {
+		return nil, err
+	}
+	stages, err := concat(controlplane.StageFiles(assets), filepath.Join(dir, "kwok-stages.yaml"))
+	if err != nil {
+		return nil, err
+	}
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	delegation := []string{"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig, "--bind-address=127.0.0.1", "--leader-elect=false"}
+	if err := c.start(assets, "kube-controller-manager", append(delegation,
+		"--secure-port="+ports[0],
+		"--controllers="+strings.Join(controllers, ","),
+		"--service-account-private-key-file="+filepath.Join(pki, "sa-signer.key"),
+		"--root-ca-file="+caFile,
+		"--use-service-account-credentials=false",
+	)...); err != nil {
+		return nil, err
+	}
+	if err := c.start(assets, "kube-scheduler", append(delegation, "--secure-port="+ports[1])...); err != nil {
+		return nil, err
+	}
+	if err := c.start(assets, "kwok",
+		"--kubeconfig="+c.Kubeconfig,
+		"--config="+stages,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--server-address=127.0.0.1:"+ports[2],
+	); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Create(ctx, fakeNode()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if err := c.WaitReady(ctx, cl); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// fakeNode is the node kwok plays: it needs no kubelet.
+func fakeNode() *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("250"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        NodeName,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{"type": "kwok", "kubernetes.io/hostname": NodeName,
+				"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+}
+
+// WaitReady waits for the node to be Ready with no NoSchedule taint, and for the default
+// ServiceAccount (Pods can be admitted), checking that every component is still running.
+func (c *Cluster) WaitReady(ctx context.Context, cl client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		why := c.notReady(ctx, cl)
+		if why == "" {
+			return nil
+		}
+		for _, p := range c.procs {
+			if p.ProcessState != nil || p.Process.Signal(syscall.Signal(0)) != nil {
+				name := filepath.Base(p.Path)
+				return fmt.Errorf("%s exited%s", name, tail(filepath.Join(c.Dir, "logs", name+".log")))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not ready: %s", why)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) notReady(ctx context.Context, cl client.Client) string {
+	node := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
+		return err.Error()
+	}
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
+	}
+	if !ready {
+		return "node " + NodeName + " is not Ready"
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return "node " + NodeName + " has taint " + t.Key
+		}
+	}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{}); err != nil {
+		return "default ServiceAccount: " + err.Error()
+	}
+	return ""
+}
+
+// start runs a component in its own process group, logging to logs/<name>.log.
+func (c *Cluster) start(assets, name string, args ...string) error {
+	log, err := c.logFile(name)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(assets, name), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	c.procs = append(c.procs, cmd)
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// Stop stops every process in reverse start order (SIGTERM, then SIGKILL after 10 s), then
+// kube-apiserver and etcd, and closes the logs. Files stay in Dir; Remove deletes them.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		stopProcess(c.procs[i].Process, 10*time.Second)
+	}
+	c.procs = nil
+	if c.env != nil {
+		if err := c.env.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+		c.env = nil
+	}
+	for _, f := range c.logs {
+		f.Close()
+	}
+	c.logs = nil
+	return errors.Join(errs...)
+}
+
+func stopProcess(p *os.Process, grace time.Duration) {
+	_ = syscall.Kill(-p.Pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(p.Pid, 0) != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+}
+
+func (c *Cluster) logFile(name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	c.logs = append(c.logs, f)
+	return f, nil
+}
+
+// tail returns the last lines of a log file, for an error message.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "\n--- last lines of " + path + ":\n" + strings.Join(lines, "\n")
+}
+
+func concat(files []string, out string) (string, error) {
+	f, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for _, in := range files {
+		b, err := os.ReadFile(in)
+		if err != nil {
+			return "", err
+		}
+		if _, err := fmt.Fprintf(f, "---\n%s\n", b); err != nil {
+			return "", err
+		}
+	}
+	return out, f.Close()
+}
+
+// freePorts asks the kernel for n free loopback ports.
+func freePorts(n int) ([]string, error) {
+	var ports []string
+	var ls []io.Closer
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	return ports, nil
+}

@@ -1,0 +1,199 @@
+// Package e2e runs every pattern against a full cluster: by default the local cluster
+// (localcluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), with each
+// pattern binary run as a local process impersonating its generated ServiceAccount; with
+// E2E_PROVIDER=kind, a kind cluster with each pattern built into an image and deployed with its
+// generated manifests.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/e2e-framework/klient/wait"
+	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
+	"sigs.k8s.io/e2e-framework/support"
+	"sigs.k8s.io/e2e-framework/support/kind"
+
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
+)
+
+var (
+	testEnv env.Environment
+	kindRun = os.Getenv("E2E_PROVIDER") == "kind"
+	root    = ".." // the repository root, from this package's directory
+	bins    string // where the local path builds pattern binaries
+)
+
+// operatorNamespace is where patterns are installed and run.
+const operatorNamespace = "default"
+
+// patterns are the binaries the suite runs.
+var patterns = []string{"mirror"}
+
+func TestMain(m *testing.M) {
+	provider, err := selectProvider()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	testEnv = env.New()
+	name := envconf.RandomName("kpatterns", 16)
+	testEnv.Setup(envfuncs.CreateCluster(provider, name), buildPatterns(name))
+	testEnv.Finish(envfuncs.ExportClusterLogs(name, filepath.Join(os.TempDir(), name+"-logs")), envfuncs.DestroyCluster(name))
+	os.Exit(testEnv.Run(m))
+}
+
+func selectProvider() (support.E2EClusterProvider, error) {
+	switch p := os.Getenv("E2E_PROVIDER"); p {
+	case "", "local":
+		return localcluster.NewProvider(), nil
+	case "kind":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("E2E_PROVIDER=kind needs a running Docker daemon, and `docker info` failed (%v): %s"+
+				"\nrun the suite on the local cluster instead: go tool task e2e:local", err, firstLine(out))
+		}
+		return kind.NewProvider(), nil
+	default:
+		return nil, fmt.Errorf("E2E_PROVIDER=%q: want local (default) or kind", p)
+	}
+}
+
+func firstLine(b []byte) string {
+	for i, c := range b {
+		if c == '\n' {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// buildPatterns builds every pattern binary (local) or image loaded into kind (kind).
+func buildPatterns(cluster string) env.Func {
+	return func(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+		var err error
+		if bins, err = os.MkdirTemp("", "kpatterns-e2e-bin-"); err != nil {
+			return ctx, err
+		}
+		for _, p := range patterns {
+			if kindRun {
+				img := image(p)
+				if err := command(ctx, root, "docker", "build", "--build-arg", "PATTERN="+p, "-t", img, ".").Run(); err != nil {
+					return ctx, fmt.Errorf("image %s: %w", img, err)
+				}
+				if ctx, err = envfuncs.LoadImageToCluster(cluster, img)(ctx, cfg); err != nil {
+					return ctx, err
+				}
+			}
+			if err := command(ctx, root, "go", "build", "-o", filepath.Join(bins, p), "./"+p).Run(); err != nil {
+				return ctx, fmt.Errorf("building %s: %w", p, err)
+			}
+		}
+		return ctx, nil
+	}
+}
+
+func image(pattern string) string { return "kpatterns/" + pattern + ":e2e" }
+
+func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd
+}
+
+// runPattern installs a pattern with its generated manifests and runs it until the returned stop
+// is called: locally as a process impersonating its ServiceAccount (so its RBAC is what is
+// tested), on kind as the generated Deployment.
+func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string) (stop func()) {
+	t.Helper()
+	bin := filepath.Join(bins, pattern)
+	kubeconfig := "KUBECONFIG=" + cfg.KubeconfigFile()
+	install := []string{"install"}
+	if kindRun {
+		install = append(install, "--image", image(pattern))
+	}
+	cmd := command(ctx, root, bin, install...)
+	cmd.Env = append(os.Environ(), kubeconfig, "KPATTERNS_NAMESPACE="+operatorNamespace)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s install: %v", pattern, err)
+	}
+	if kindRun {
+		err := wait.For(conditions.New(cfg.Client().Resources()).DeploymentAvailable(pattern, operatorNamespace),
+			wait.WithTimeout(3*time.Minute))
+		if err != nil {
+			t.Fatalf("%s Deployment not available: %v", pattern, err)
+		}
+		return func() {}
+	}
+
+	port := freePort(t)
+	log, err := os.Create(filepath.Join(bins, pattern+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(bin, "run", "--as-service-account",
+		"--health-probe-bind-address=127.0.0.1:"+port, "--metrics-bind-address=0")
+	run.Env = append(os.Environ(), kubeconfig, "KPATTERNS_NAMESPACE="+operatorNamespace)
+	run.Stdout, run.Stderr = log, log
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- run.Wait() }()
+	stop = func() {
+		_ = run.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("%s exited with %v after SIGTERM; log: %s", pattern, err, log.Name())
+			}
+		case <-time.After(30 * time.Second):
+			_ = run.Process.Kill()
+			t.Errorf("%s did not stop within 30s of SIGTERM", pattern)
+		}
+		log.Close()
+	}
+	readyz := "http://127.0.0.1:" + port + "/readyz"
+	err = wait.For(func(context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			b, _ := os.ReadFile(log.Name())
+			return false, fmt.Errorf("%s exited: %v\n%s", pattern, err, b)
+		default:
+		}
+		resp, err := http.Get(readyz)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}, wait.WithTimeout(time.Minute), wait.WithInterval(100*time.Millisecond))
+	if err != nil {
+		stop()
+		t.Fatalf("%s not ready: %v", pattern, err)
+	}
+	return stop
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
