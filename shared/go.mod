@@ -3,6 +3,7 @@ module github.com/kpatterns/kpatterns/shared
 go 1.26.4
 
 require (
+	github.com/google/go-cmp v0.7.0
 	go.uber.org/zap v1.27.1
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2

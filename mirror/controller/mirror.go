@@ -44,8 +44,8 @@ const (
 
 // Reconciler converges one source ConfigMap's child.
 type Reconciler struct {
-	Client    client.Client  // reads from the informer cache
-	APIReader client.Reader  // live reads, only where the contract says so
+	Client    client.Client // reads from the informer cache
+	APIReader client.Reader // live reads, only where the contract says so
 	Recorder  events.EventRecorder
 }
 

@@ -77,7 +77,7 @@ func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Wr
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet(p.Name+" "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, "flags of '%s %s':\n", p.Name, cmd); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), "flags of '%s %s':\n", p.Name, cmd); fs.PrintDefaults() }
 	var o Options
 	o.Namespace = OperatorNamespace()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")

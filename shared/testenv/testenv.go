@@ -48,7 +48,7 @@ func Main(m *testing.M, p app.Pattern, set func(*Env)) {
 	}
 	set(e)
 	code := m.Run()
-	if err := e.env.Stop(); err != nil {
+	if err := e.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 	}
 	os.Exit(code)
@@ -91,6 +91,9 @@ func Start(p app.Pattern) (*Env, error) {
 	}
 	return e, nil
 }
+
+// Stop stops kube-apiserver and etcd.
+func (e *Env) Stop() error { return e.env.Stop() }
 
 // Manager builds the pattern's manager as `run --as-service-account --leader-elect=false` would,
 // starts it, and stops it when the test ends. The returned manager's client reads from its cache.

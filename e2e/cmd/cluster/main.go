@@ -2,6 +2,7 @@
 //
 //	cluster up [--dir .cluster]     start it (or report the running one); writes DIR/kubeconfig
 //	cluster down [--dir .cluster]   stop every process it started and remove DIR
+//	cluster binaries                build the control-plane binaries into the cache (once per version)
 //
 // `up` starts a supervisor process in its own session that owns the cluster's processes and
 // stops them on SIGTERM; `down` signals it, and kills any leftover process whose command line
@@ -23,11 +24,12 @@ import (
 	"time"
 
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
+	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: cluster up|down [--dir DIR]"))
+		fail(errors.New("usage: cluster up|down|binaries [--dir DIR]"))
 	}
 	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/")
@@ -43,6 +45,11 @@ func main() {
 		err = down(abs)
 	case "supervise":
 		err = supervise(abs)
+	case "binaries":
+		var dir string
+		if dir, err = controlplane.Ensure(context.Background()); err == nil {
+			fmt.Println("control-plane binaries:", dir)
+		}
 	default:
 		err = fmt.Errorf("unknown command %q (want up or down)", os.Args[1])
 	}

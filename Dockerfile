@@ -1,0 +1,14 @@
+# Builds any pattern: docker build --build-arg PATTERN=mirror -t kpatterns/mirror:dev .
+FROM golang:1.26 AS build
+ARG PATTERN
+WORKDIR /src
+COPY . .
+RUN test -n "${PATTERN}" || { echo "set --build-arg PATTERN=<pattern directory>"; exit 1; }
+RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    cd "${PATTERN}" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags="-s -w" -o /out/manager .
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/manager /manager
+USER 65532:65532
+ENTRYPOINT ["/manager"]
+CMD ["run"]

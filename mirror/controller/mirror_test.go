@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+func cm(name, label string) *corev1.ConfigMap {
+	c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+	if label != "" {
+		c.Labels = map[string]string{Label: label}
+	}
+	return c
+}
+
+func TestSourceOf(t *testing.T) {
+	req := func(name string) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}}}
+	}
+	for _, tc := range []struct {
+		obj  *corev1.ConfigMap
+		want []reconcile.Request
+	}{
+		{cm("app", Source), req("app")},
+		{cm("app-mirror", Child), req("app")},
+		{cm("app-mirror-mirror", Child), req("app-mirror")},
+		{cm("odd", Child), nil},                       // a child label on a name no source derives
+		{cm("app", "false"), nil},                     // not a source
+		{cm("app", ""), nil},                          // unlabelled
+		{cm("app-mirror", Source), req("app-mirror")}, // a source whose name ends in -mirror
+	} {
+		if d := cmp.Diff(tc.want, SourceOf(context.Background(), tc.obj)); d != "" {
+			t.Errorf("SourceOf(%s %v) (-want +got):\n%s", tc.obj.Name, tc.obj.Labels, d)
+		}
+	}
+}
+
+func TestDesiredReplacesDataAndKeepsOthersFields(t *testing.T) {
+	src := cm("app", Source)
+	src.UID = "u1"
+	src.Data = map[string]string{"a": "1"}
+	child := cm("app-mirror", "")
+	child.Labels = map[string]string{"team": "x"}
+	child.Data = map[string]string{"a": "0", "stale": "yes"}
+	child.BinaryData = map[string][]byte{"old": {1}}
+	Desired(src, child)
+	if d := cmp.Diff(map[string]string{"a": "1"}, child.Data); d != "" {
+		t.Errorf("data (-want +got): %s", d)
+	}
+	if child.BinaryData != nil {
+		t.Errorf("binaryData = %v, want none (the source has none)", child.BinaryData)
+	}
+	if child.Labels["team"] != "x" || child.Labels[Label] != Child {
+		t.Errorf("labels = %v", child.Labels)
+	}
+	o := metav1.GetControllerOf(child)
+	if o == nil || o.UID != "u1" || o.Kind != "ConfigMap" || o.Name != "app" || !*o.BlockOwnerDeletion {
+		t.Errorf("controller reference = %+v", o)
+	}
+	Desired(src, child) // idempotent: one controller reference
+	if len(child.OwnerReferences) != 1 {
+		t.Errorf("ownerReferences = %v", child.OwnerReferences)
+	}
+	if !Converged(src, child) {
+		t.Error("Converged after Desired = false")
+	}
+}
+
+func TestConverged(t *testing.T) {
+	src := cm("app", Source)
+	child := cm("app-mirror", Child)
+	if !Converged(src, child) {
+		t.Error("empty source and child: not converged")
+	}
+	child.Data = map[string]string{} // empty and absent maps are the same content
+	if !Converged(src, child) {
+		t.Error("empty data map vs nil: not converged")
+	}
+	src.BinaryData = map[string][]byte{"b": {1}}
+	if Converged(src, child) {
+		t.Error("binaryData differs: converged")
+	}
+	child.BinaryData = map[string][]byte{"b": {1}}
+	child.Labels = nil
+	if Converged(src, child) {
+		t.Error("child lost its label: converged")
+	}
+}

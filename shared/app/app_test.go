@@ -1,0 +1,209 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kpatterns/kpatterns/shared/app"
+)
+
+const roleYAML = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: demo
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
+`
+
+var pattern = app.Pattern{
+	Name:   "demo",
+	Config: fstest.MapFS{"config/rbac/role.yaml": {Data: []byte(roleYAML)}},
+	Setup:  func(manager.Manager) error { return nil },
+}
+
+func kinds(objs []client.Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetNamespace()+"/"+o.GetName())
+	}
+	return out
+}
+
+func TestObjectsClusterWide(t *testing.T) {
+	objs, err := app.Objects(pattern, app.Options{Namespace: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ServiceAccount ops/demo",
+		"ClusterRole /kpatterns-demo", "ClusterRoleBinding /kpatterns-demo",
+		"Role ops/kpatterns-demo-leader-election", "RoleBinding ops/kpatterns-demo-leader-election",
+	}
+	if d := cmp.Diff(want, kinds(objs)); d != "" {
+		t.Fatalf("objects (-want +got):\n%s", d)
+	}
+	role := objs[1].(*rbacv1.ClusterRole)
+	if len(role.Rules) != 1 || role.Rules[0].Resources[0] != "configmaps" {
+		t.Fatalf("ClusterRole rules = %+v, want the generated ones", role.Rules)
+	}
+	binding := objs[2].(*rbacv1.ClusterRoleBinding)
+	if s := binding.Subjects[0]; s.Kind != "ServiceAccount" || s.Name != "demo" || s.Namespace != "ops" {
+		t.Fatalf("binding subject = %+v", s)
+	}
+}
+
+func TestObjectsWatchNamespacesUseRoles(t *testing.T) {
+	objs, err := app.Objects(pattern, app.Options{Namespace: "ops", WatchNamespaces: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ServiceAccount ops/demo",
+		"Role a/kpatterns-demo", "RoleBinding a/kpatterns-demo",
+		"Role b/kpatterns-demo", "RoleBinding b/kpatterns-demo",
+		"Role ops/kpatterns-demo-leader-election", "RoleBinding ops/kpatterns-demo-leader-election",
+	}
+	if d := cmp.Diff(want, kinds(objs)); d != "" {
+		t.Fatalf("objects (-want +got):\n%s", d)
+	}
+}
+
+func TestDeploymentIsRestricted(t *testing.T) {
+	objs, err := app.Objects(pattern, app.Options{Namespace: "ops", Image: "example/demo:1", Command: "/bin/demo --v=2",
+		WatchNamespaces: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := objs[len(objs)-1].(*appsv1.Deployment)
+	if !ok {
+		t.Fatalf("last object is %T, want a Deployment", objs[len(objs)-1])
+	}
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	if d := cmp.Diff([]string{"/bin/demo", "--v=2"}, c.Command); d != "" {
+		t.Errorf("command (-want +got): %s", d)
+	}
+	if d := cmp.Diff([]string{"run", "--watch-namespaces=a"}, c.Args); d != "" {
+		t.Errorf("args (-want +got): %s", d)
+	}
+	sc := c.SecurityContext
+	switch {
+	case pod.ServiceAccountName != "demo":
+		t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
+	case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot, pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot:
+		t.Error("runAsNonRoot not set")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("privilege escalation allowed")
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("root filesystem writable")
+	case len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("capabilities drop = %v", sc.Capabilities.Drop)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != "RuntimeDefault":
+		t.Error("seccomp profile not RuntimeDefault")
+	case c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.Ports[0].ContainerPort != 8080:
+		t.Error("probes are not /healthz and /readyz on :8080")
+	}
+	objs, _ = app.Objects(pattern, app.Options{Namespace: "ops", Image: "example/demo:1"})
+	if got := objs[len(objs)-1].(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Command; !cmp.Equal(got, []string{"/manager"}) {
+		t.Errorf("default command = %v, want the image's binary /manager", got)
+	}
+}
+
+func TestManifestsPrintsParsableYAML(t *testing.T) {
+	var out bytes.Buffer
+	if err := app.Execute(context.Background(), pattern, []string{"manifests", "--image", "x/y:1"}, &out, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
+	var got []string
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			break
+		}
+		if u.Object == nil {
+			continue
+		}
+		got = append(got, u.GetKind())
+		if _, found := u.Object["status"]; found {
+			t.Errorf("%s carries a status", u.GetKind())
+		}
+	}
+	want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("kinds (-want +got):\n%s", d)
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"run", "--no-such-flag"}, {"manifests", "extra"}} {
+		err := app.Execute(context.Background(), pattern, args, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%v: err = %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestMainErrorsAreOneLine runs Main in a child process (this test binary, re-executed) and checks
+// exit codes and that failures print one line and no stack trace.
+func TestMainErrorsAreOneLine(t *testing.T) {
+	if os.Getenv("APP_TEST_MAIN") == "1" {
+		os.Args = append([]string{"demo"}, strings.Fields(os.Getenv("APP_TEST_ARGS"))...)
+		app.Main(pattern)
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	unreachable := filepath.Join(dir, "unreachable")
+	if err := os.WriteFile(unreachable, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args, kubeconfig string
+		code             int
+		says             string
+	}{
+		{"frobnicate", "", 2, `unknown command "frobnicate"`},
+		{"run --nope", "", 2, "flag provided but not defined: -nope"},
+		{"install", filepath.Join(dir, "missing"), 1, "kubeconfig"},
+		{"run", unreachable, 1, "cannot reach the API server at https://127.0.0.1:1"},
+		{"install", unreachable, 1, "cannot reach the API server at https://127.0.0.1:1"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMainErrorsAreOneLine$")
+		cmd.Env = append(os.Environ(), "APP_TEST_MAIN=1", "APP_TEST_ARGS="+tc.args, "KUBECONFIG="+tc.kubeconfig, "HOME="+dir)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != tc.code {
+			t.Errorf("%q: err = %v, want exit code %d", tc.args, err, tc.code)
+		}
+		msg := strings.TrimRight(stderr.String(), "\n")
+		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, tc.says) || strings.Contains(msg, "goroutine") {
+			t.Errorf("%q: stderr = %q, want one line containing %q", tc.args, msg, tc.says)
+		}
+	}
+}

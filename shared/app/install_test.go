@@ -1,0 +1,72 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/testenv"
+)
+
+// TestInstallIsIdempotentAndReportsChanges applies the manifests to a real API server.
+func TestInstallIsIdempotentAndReportsChanges(t *testing.T) {
+	env, err := testenv.Start(pattern) // installs once, without a Deployment
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	install := func(o app.Options) []string {
+		t.Helper()
+		objs, err := app.Objects(pattern, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := app.Install(ctx, env.Admin, objs, &out); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSpace(out.String()), "\n")
+	}
+	o := app.Options{Namespace: testenv.Namespace}
+	want := []string{
+		"serviceaccount/demo unchanged", "clusterrole/kpatterns-demo unchanged", "clusterrolebinding/kpatterns-demo unchanged",
+		"role/kpatterns-demo-leader-election unchanged", "rolebinding/kpatterns-demo-leader-election unchanged",
+	}
+	if d := cmp.Diff(want, install(o)); d != "" {
+		t.Fatalf("second install (-want +got):\n%s", d)
+	}
+	o.Image = "example/demo:1"
+	if got := install(o); got[len(got)-1] != "deployment/demo created" {
+		t.Fatalf("install with an image: %v", got)
+	}
+
+	// Fields another manager owns survive a re-install: server-side apply merges.
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: testenv.Namespace, Name: "demo"}, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Annotations = map[string]string{"team": "platform"}
+	if err := env.Client.Update(ctx, d, client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	if got := install(o); got[len(got)-1] != "deployment/demo unchanged" {
+		t.Fatalf("re-install: %v", got)
+	}
+	o.Image = "example/demo:2"
+	if got := install(o); got[len(got)-1] != "deployment/demo configured" {
+		t.Fatalf("install with a new image: %v", got)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Annotations["team"] != "platform" || d.Spec.Template.Spec.Containers[0].Image != "example/demo:2" {
+		t.Fatalf("after re-install: annotations %v, image %s", d.Annotations, d.Spec.Template.Spec.Containers[0].Image)
+	}
+}
