@@ -8,13 +8,9 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,60 +136,19 @@ func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern 
 		return func() {}
 	}
 
-	port := freePort(t)
 	log, err := os.Create(filepath.Join(bins, pattern+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := exec.Command(bin, "run", "--as-service-account",
-		"--health-probe-bind-address=127.0.0.1:"+port, "--metrics-bind-address=0")
-	run.Env = append(os.Environ(), kubeconfig, "KPATTERNS_NAMESPACE="+operatorNamespace)
-	run.Stdout, run.Stderr = log, log
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
+	p, err := localcluster.RunPattern(ctx, bin, cfg.KubeconfigFile(), operatorNamespace, log, false)
+	if err != nil {
+		b, _ := os.ReadFile(log.Name())
+		t.Fatalf("%v\n%s", err, b)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- run.Wait() }()
-	stop = func() {
-		_ = run.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("%s exited with %v after SIGTERM; log: %s", pattern, err, log.Name())
-			}
-		case <-time.After(30 * time.Second):
-			_ = run.Process.Kill()
-			t.Errorf("%s did not stop within 30s of SIGTERM", pattern)
+	return func() {
+		if err := p.Stop(30 * time.Second); err != nil {
+			t.Errorf("%s after SIGTERM: %v (log %s)", pattern, err, log.Name())
 		}
 		log.Close()
 	}
-	readyz := "http://127.0.0.1:" + port + "/readyz"
-	err = wait.For(func(context.Context) (bool, error) {
-		select {
-		case err := <-exited:
-			b, _ := os.ReadFile(log.Name())
-			return false, fmt.Errorf("%s exited: %v\n%s", pattern, err, b)
-		default:
-		}
-		resp, err := http.Get(readyz)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	}, wait.WithTimeout(time.Minute), wait.WithInterval(100*time.Millisecond))
-	if err != nil {
-		stop()
-		t.Fatalf("%s not ready: %v", pattern, err)
-	}
-	return stop
-}
-
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

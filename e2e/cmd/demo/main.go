@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/mirror/controller"
 )
 
@@ -127,33 +126,13 @@ func background(dir, kubeconfig, pattern string) error {
 		return err
 	}
 	defer log.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := localcluster.RunPattern(context.Background(), filepath.Join(filepath.Dir(dir), "bin", pattern),
+		kubeconfig, ns, log, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w; see %s", err, log.Name())
 	}
-	probes := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(filepath.Join(filepath.Dir(dir), "bin", pattern), "run", "--as-service-account",
-		"--kubeconfig", kubeconfig, "--health-probe-bind-address", probes, "--metrics-bind-address", "0")
-	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+ns)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get("http://" + probes + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				fmt.Printf("%s running (pid %d), ready on http://%s/readyz\n", pattern, cmd.Process.Pid, probes)
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("%s did not become ready; see %s", pattern, log.Name())
+	fmt.Printf("%s running (pid %d), ready on http://%s/readyz\n", pattern, p.Cmd.Process.Pid, p.ProbeAddr)
+	return os.WriteFile(pidFile, []byte(strconv.Itoa(p.Cmd.Process.Pid)), 0o644)
 }
 
 func waitData(ctx context.Context, c client.Client, name string, want map[string]string) (*corev1.ConfigMap, error) {

@@ -1,0 +1,69 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Pattern is a pattern binary running `run` as a local process.
+type Pattern struct {
+	Cmd       *exec.Cmd
+	ProbeAddr string     // host:port of /healthz and /readyz
+	Exited    chan error // receives the process's exit once
+}
+
+// RunPattern starts `<bin> run --as-service-account` against kubeconfig (so the pattern's
+// generated RBAC is what is exercised), with its probes on a free loopback port and metrics off,
+// and returns once /readyz answers 200. A detached process gets its own session and outlives the
+// caller.
+func RunPattern(ctx context.Context, bin, kubeconfig, namespace string, log io.Writer, detach bool) (*Pattern, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pattern{ProbeAddr: "127.0.0.1:" + ports[0], Exited: make(chan error, 1)}
+	p.Cmd = exec.Command(bin, "run", "--as-service-account", "--kubeconfig", kubeconfig,
+		"--health-probe-bind-address", p.ProbeAddr, "--metrics-bind-address", "0")
+	p.Cmd.Env = append(p.Cmd.Environ(), "KPATTERNS_NAMESPACE="+namespace)
+	p.Cmd.Stdout, p.Cmd.Stderr = log, log
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: detach}
+	if err := p.Cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.Exited <- p.Cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		select {
+		case err := <-p.Exited:
+			return nil, fmt.Errorf("%s exited before it was ready: %v", bin, err)
+		case <-ctx.Done():
+			_ = p.Cmd.Process.Kill()
+			return nil, fmt.Errorf("%s not ready on http://%s/readyz: %w", bin, p.ProbeAddr, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if resp, err := http.Get("http://" + p.ProbeAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits for a graceful exit, killing the process after grace.
+func (p *Pattern) Stop(grace time.Duration) error {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.Exited:
+		return err
+	case <-time.After(grace):
+		_ = p.Cmd.Process.Kill()
+		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.Cmd.Path, grace)
+	}
+}
