@@ -85,6 +85,9 @@ func Ensure(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
 	if err := build(ctx, mod, tmp); err != nil {
 		return "", err
 	}
@@ -162,7 +165,8 @@ func lock(path string) (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
-func build(ctx context.Context, mod, out string) error {
+// build is a variable so tests can count builds without compiling Kubernetes.
+var build = func(ctx context.Context, mod, out string) error {
 	fmt.Fprintf(os.Stderr, "controlplane: building %s into %s (once per version; a cold build takes minutes)\n",
 		strings.Join(Binaries, ", "), out)
 	args := []string{"build", "-trimpath", "-o", out + string(filepath.Separator)}

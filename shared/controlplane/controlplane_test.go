@@ -1,0 +1,96 @@
+package controlplane
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func fakeBinaries(t *testing.T, dir string) {
+	t.Helper()
+	for _, b := range Binaries {
+		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Several callers at once with an empty cache: one builds, the others wait and reuse its result.
+func TestEnsureBuildsOnceUnderConcurrency(t *testing.T) {
+	t.Setenv("KPATTERNS_CACHE", t.TempDir())
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	var builds atomic.Int32
+	orig := build
+	t.Cleanup(func() { build = orig })
+	build = func(_ context.Context, _, out string) error {
+		builds.Add(1)
+		time.Sleep(200 * time.Millisecond) // hold the lock while the others arrive
+		fakeBinaries(t, out)
+		return nil
+	}
+	var wg sync.WaitGroup
+	dirs := make([]string, 8)
+	for i := range dirs {
+		wg.Go(func() {
+			d, err := Ensure(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			dirs[i] = d
+		})
+	}
+	wg.Wait()
+	if n := builds.Load(); n != 1 {
+		t.Fatalf("%d builds, want 1", n)
+	}
+	for _, d := range dirs {
+		if d != dirs[0] || !complete(d) {
+			t.Fatalf("callers got %v, want one complete directory", dirs)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dirs[0]))
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != filepath.Base(dirs[0]) {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+// A failed build leaves no directory that a later caller would take for complete.
+func TestEnsureFailedBuildLeavesNothing(t *testing.T) {
+	t.Setenv("KPATTERNS_CACHE", t.TempDir())
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	orig := build
+	t.Cleanup(func() { build = orig })
+	build = func(_ context.Context, _, out string) error {
+		_ = os.WriteFile(filepath.Join(out, "etcd"), nil, 0o755) // half a build
+		return os.ErrDeadlineExceeded
+	}
+	if _, err := Ensure(context.Background()); err == nil {
+		t.Fatal("Ensure succeeded after a failed build")
+	}
+	build = func(_ context.Context, _, out string) error { fakeBinaries(t, out); return nil }
+	if d, err := Ensure(context.Background()); err != nil || !complete(d) {
+		t.Fatalf("Ensure after a failed build: %s, %v", d, err)
+	}
+}
+
+func TestKubebuilderAssetsWinsOnlyWhenComplete(t *testing.T) {
+	t.Setenv("KPATTERNS_CACHE", t.TempDir())
+	assets := t.TempDir()
+	t.Setenv("KUBEBUILDER_ASSETS", assets)
+	orig := build
+	t.Cleanup(func() { build = orig })
+	build = func(_ context.Context, _, out string) error { fakeBinaries(t, out); return nil }
+	if d, _ := Ensure(context.Background()); d == assets {
+		t.Fatal("an empty KUBEBUILDER_ASSETS was used")
+	}
+	fakeBinaries(t, assets)
+	if d, _ := Ensure(context.Background()); d != assets {
+		t.Fatalf("Ensure = %s, want KUBEBUILDER_ASSETS %s", d, assets)
+	}
+}
