@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func selectProvider() (support.E2EClusterProvider, error) {
 		defer cancel()
 		if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("E2E_PROVIDER=kind needs a running Docker daemon, and `docker info` failed (%v): %s"+
-				"\nrun the suite on the local cluster instead: go tool task e2e:local", err, firstLine(out))
+				"\nrun the suite on the local cluster instead: go tool task e2e:local", err, lastLine(out))
 		}
 		return kind.NewProvider(), nil
 	default:
@@ -68,13 +69,10 @@ func selectProvider() (support.E2EClusterProvider, error) {
 	}
 }
 
-func firstLine(b []byte) string {
-	for i, c := range b {
-		if c == '\n' {
-			return string(b[:i])
-		}
-	}
-	return string(b)
+// lastLine is where docker info says what went wrong.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // buildPatterns builds every pattern binary (local) or image loaded into kind (kind).

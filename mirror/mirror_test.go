@@ -194,6 +194,25 @@ func TestConvergedMirrorGetsNoWrite(t *testing.T) {
 	}
 }
 
+func TestWatchNamespacesLimitsTheCache(t *testing.T) {
+	watched, other := namespace(t), namespace(t)
+	mgr := env.Manager(t, watched)
+	ctx := context.Background()
+	for _, ns := range []string{other, watched} {
+		if err := env.Client.Create(ctx, source(ns, "scoped", map[string]string{"k": "v"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitData(t, watched, "scoped-mirror", map[string]string{"k": "v"}, nil)
+	// The cache holds nothing of the other namespace: a read there fails rather than answering.
+	if err := mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: other, Name: "scoped"}, &corev1.ConfigMap{}); err == nil {
+		t.Fatalf("the cache served a ConfigMap of unwatched namespace %s", other)
+	}
+	if _, err := getCM(other, "scoped-mirror"); !apierrors.IsNotFound(err) {
+		t.Fatalf("child in the unwatched namespace: err = %v, want NotFound", err)
+	}
+}
+
 func TestLabelRemovalDeletesOwnedChild(t *testing.T) {
 	ns, _ := setup(t)
 	ctx := context.Background()

@@ -40,6 +40,8 @@ const (
 )
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
+// Setting blockOwnerDeletion on a child needs this where OwnerReferencesPermissionEnforcement is on.
+// +kubebuilder:rbac:groups="",resources=configmaps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconciler converges one source ConfigMap's child.

@@ -95,11 +95,12 @@ func Start(p app.Pattern) (*Env, error) {
 // Stop stops kube-apiserver and etcd.
 func (e *Env) Stop() error { return e.env.Stop() }
 
-// Manager builds the pattern's manager as `run --as-service-account --leader-elect=false` would,
-// starts it, and stops it when the test ends. The returned manager's client reads from its cache.
-func (e *Env) Manager(t testing.TB) manager.Manager {
+// Manager builds the pattern's manager as `run --as-service-account --leader-elect=false
+// [--watch-namespaces ...]` would, starts it, and stops it when the test ends. The returned
+// manager's client reads from its cache.
+func (e *Env) Manager(t testing.TB, watchNamespaces ...string) manager.Manager {
 	t.Helper()
-	return e.start(t, e.Pattern)
+	return e.start(t, e.Pattern, watchNamespaces...)
 }
 
 // IdleManager is Manager without the pattern's controllers: the same cache and clients, for tests
@@ -111,10 +112,11 @@ func (e *Env) IdleManager(t testing.TB) manager.Manager {
 	return e.start(t, p)
 }
 
-func (e *Env) start(t testing.TB, p app.Pattern) manager.Manager {
+func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) manager.Manager {
 	cfg := app.Impersonate(e.Admin, Namespace, p.Name)
 	mgr, err := app.NewManager(cfg, p, app.RunOptions{
-		Options: app.Options{Namespace: Namespace}, ProbeAddr: "0", MetricsAddr: "0", SkipNameValidation: true,
+		Options:   app.Options{Namespace: Namespace, WatchNamespaces: watchNamespaces},
+		ProbeAddr: "0", MetricsAddr: "0", SkipNameValidation: true,
 	})
 	if err != nil {
 		t.Fatalf("manager: %v", err)
