@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +33,7 @@ const Namespace = "default"
 // Env is a running API server with a pattern installed.
 type Env struct {
 	Admin   *rest.Config  // system:masters
-	Client  client.Client // admin client, live reads and writes (no cache)
+	Client  client.Client // admin client with the pattern's types: live reads and writes (no cache)
 	Pattern app.Pattern
 	env     *envtest.Environment
 }
@@ -68,7 +70,16 @@ func Start(p app.Pattern) (*Env, error) {
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
 	e := &Env{Admin: cfg, Pattern: p, env: env}
-	if e.Client, err = client.New(cfg, client.Options{}); err != nil {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if p.AddToScheme != nil {
+		if err := p.AddToScheme(s); err != nil {
+			return nil, err
+		}
+	}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return nil, err
 	}
 	objs, err := app.Objects(p, app.Options{Namespace: Namespace})

@@ -1,0 +1,187 @@
+package stages
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Labels and annotations Ensure sets on every child.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// AppliedAnnotation is a digest of what was last applied: a change of the desired state (a
+	// key removed, say) is seen even where the child still holds every desired field.
+	AppliedAnnotation = "patterns.kpatterns.dev/applied"
+)
+
+// NotOwnedError reports a same-named child that the custom resource does not control.
+type NotOwnedError struct{ Kind, Name string }
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s %s exists and is not controlled by this object; it is left unchanged", e.Kind, e.Name)
+}
+
+// ApplyConfiguration is a typed apply configuration from k8s.io/client-go/applyconfigurations.
+type ApplyConfiguration interface {
+	runtime.ApplyConfiguration
+	GetName() *string
+	GetNamespace() *string
+	GetKind() *string
+	GetAPIVersion() *string
+}
+
+// Ensure makes the child described by desired exist as described, with a controller
+// ownerReference to the stage's object, and leaves current holding the child as it is now.
+//
+//   - The child is read from the cache (into current). Converged — owned, the same desired state
+//     applied last time, and every desired field still in place — means no request at all.
+//   - Otherwise it is server-side applied with the reconciler's field manager, forcing ownership of
+//     the desired fields only: fields other managers set (an annotation a user added) are kept.
+//   - A child controlled by anything else is never written: a *NotOwnedError is returned. A child
+//     missing from the cache is looked up live once before it is created, so a foreign object
+//     outside the (label-selected) cache is not taken over.
+func (s *State[T]) Ensure(ctx context.Context, desired ApplyConfiguration, current client.Object) error {
+	r := s.r
+	u, err := s.desiredUnstructured(desired)
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()}
+	err = r.Client.Get(ctx, key, current)
+	switch {
+	case apierrors.IsNotFound(err):
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(u.GroupVersionKind())
+		err := r.APIReader.Get(ctx, key, live)
+		if err == nil && !s.owns(live) {
+			return &NotOwnedError{Kind: u.GetKind(), Name: key.Name}
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	case err != nil:
+		return err
+	case !s.owns(current):
+		return &NotOwnedError{Kind: u.GetKind(), Name: key.Name}
+	case current.GetAnnotations()[AppliedAnnotation] == u.GetAnnotations()[AppliedAnnotation] && contains(current, u):
+		return nil
+	}
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(r.FieldManager), client.ForceOwnership); err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, current)
+}
+
+// desiredUnstructured adds the owner reference, label and digest annotation to desired.
+func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	gvk := s.gvk()
+	u.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: s.Object.GetName(), UID: s.Object.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}})
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ManagedByLabel] = s.r.ManagedBy
+	u.SetLabels(labels)
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AppliedAnnotation] = hex.EncodeToString(sum[:8])
+	u.SetAnnotations(annotations)
+	return u, nil
+}
+
+func (s *State[T]) gvk() schema.GroupVersionKind {
+	gvk, err := s.r.Client.GroupVersionKindFor(s.Object)
+	if err != nil {
+		panic(fmt.Sprintf("stages: %T is not in the scheme: %v", s.Object, err)) // a programming error
+	}
+	return gvk
+}
+
+func (s *State[T]) owns(child metav1.Object) bool {
+	ref := metav1.GetControllerOf(child)
+	return ref != nil && ref.UID == s.Object.GetUID()
+}
+
+// contains reports whether every field of want is in obj with the same value: maps by key (obj
+// may hold more, set by others or defaulted by the server), lists element by element. Ownership
+// was checked already, so ownerReferences are left out (others may add theirs).
+func contains(obj client.Object, want *unstructured.Unstructured) bool {
+	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return false
+	}
+	w := want.DeepCopy()
+	unstructured.RemoveNestedField(w.Object, "metadata", "ownerReferences")
+	return subset(w.Object, have)
+}
+
+func subset(want, have any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		for k, v := range w {
+			if !subset(v, h[k]) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !subset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(normalize(want), normalize(have))
+	}
+}
+
+// normalize lets JSON numbers compare equal whatever their Go type.
+func normalize(v any) any {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case float64:
+		if n == float64(int64(n)) {
+			return int64(n)
+		}
+	}
+	return v
+}

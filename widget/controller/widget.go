@@ -1,0 +1,153 @@
+// Package controller reconciles a Widget through three stages — ConfigMap, Deployment (which
+// needs the ConfigMap), Service — each ensured by server-side apply and reported as a condition.
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/stages"
+	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
+)
+
+// Name is the pattern's name: field manager kpatterns-widget, children labelled
+// app.kubernetes.io/managed-by=kpatterns-widget.
+const Name = "widget"
+
+// ConfigMountPath is where the Deployment mounts the Widget's ConfigMap.
+const ConfigMountPath = "/etc/widget"
+
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets/status,verbs=get;patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Stages of a Widget, in order.
+var Stages = []stages.Stage[*v1alpha1.Widget]{
+	{Name: "ConfigMap", Run: configMap},
+	{Name: "Deployment", Needs: []string{"ConfigMap"}, Run: deployment},
+	{Name: "Service", Run: service},
+}
+
+// CacheOptions keeps only the Widgets' own children in the child informers.
+func CacheOptions(o *cache.Options) {
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	children := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{stages.ManagedByLabel: app.FieldManager(Name)})}
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}} {
+		o.ByObject[obj] = children
+	}
+}
+
+// NewReconciler returns the stages reconciler of Widgets.
+func NewReconciler(mgr ctrl.Manager) *stages.Reconciler[*v1alpha1.Widget] {
+	return &stages.Reconciler[*v1alpha1.Widget]{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name),
+		FieldManager: app.FieldManager(Name), ManagedBy: app.FieldManager(Name),
+		New:    func() *v1alpha1.Widget { return &v1alpha1.Widget{} },
+		Stages: Stages,
+	}
+}
+
+// Setup registers the controller: Widget spec changes and any change to an owned child
+// (including its deletion, or the Deployment's rollout status) reconcile the Widget.
+func Setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Widget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Complete(NewReconciler(mgr))
+}
+
+// PodLabels select a Widget's Pods.
+func PodLabels(w *v1alpha1.Widget) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/instance": w.Name}
+}
+
+func configMap(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {
+	w := s.Object
+	if err := s.Ensure(ctx, corev1ac.ConfigMap(w.Name, w.Namespace).WithData(w.Spec.Config), &corev1.ConfigMap{}); err != nil {
+		return stages.Failed(err)
+	}
+	return stages.Done(nil, fmt.Sprintf("ConfigMap %s holds %d keys", w.Name, len(w.Spec.Config)))
+}
+
+func deployment(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {
+	w := s.Object
+	replicas := int32(1)
+	if w.Spec.Replicas != nil {
+		replicas = *w.Spec.Replicas
+	}
+	ac := appsv1ac.Deployment(w.Name, w.Namespace).WithSpec(appsv1ac.DeploymentSpec().
+		WithReplicas(replicas).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(PodLabels(w))).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(PodLabels(w)).
+			WithSpec(corev1ac.PodSpec().
+				WithContainers(corev1ac.Container().
+					WithName("app").
+					WithImage(w.Spec.Image).
+					WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(w.Spec.Port)).
+					WithVolumeMounts(corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigMountPath).WithReadOnly(true))).
+				WithVolumes(corev1ac.Volume().WithName("config").
+					WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(w.Name))))))
+	d := &appsv1.Deployment{}
+	if err := s.Ensure(ctx, ac, d); err != nil {
+		return stages.Failed(err)
+	}
+	w.Status.ReadyReplicas = d.Status.ReadyReplicas
+	if why := RolloutPending(d, replicas); why != "" {
+		return stages.Waiting("Progressing", why, 0) // the Deployment's status change brings us back
+	}
+	return stages.Done(nil, fmt.Sprintf("%d/%d replicas ready", d.Status.ReadyReplicas, replicas))
+}
+
+// RolloutPending says why a Deployment has not finished rolling out replicas, or "" if it has:
+// the controller saw the current spec, every replica is updated and available, and the
+// Deployment reports Available.
+func RolloutPending(d *appsv1.Deployment, replicas int32) string {
+	if d.Status.ObservedGeneration < d.Generation {
+		return "the deployment controller has not seen the current spec yet"
+	}
+	if d.Status.UpdatedReplicas < replicas || d.Status.AvailableReplicas < replicas || d.Status.Replicas > replicas {
+		return fmt.Sprintf("rolling out: %d updated, %d available of %d", d.Status.UpdatedReplicas, d.Status.AvailableReplicas, replicas)
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			if c.Status == corev1.ConditionTrue {
+				return ""
+			}
+			return "not available: " + c.Message
+		}
+	}
+	return "no Available condition yet"
+}
+
+func service(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {
+	w := s.Object
+	ac := corev1ac.Service(w.Name, w.Namespace).WithSpec(corev1ac.ServiceSpec().
+		WithSelector(PodLabels(w)).
+		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(w.Spec.Port).WithTargetPort(intstr.FromString("http"))))
+	if err := s.Ensure(ctx, ac, &corev1.Service{}); err != nil {
+		return stages.Failed(err)
+	}
+	return stages.Done(nil, fmt.Sprintf("Service %s on port %d", w.Name, w.Spec.Port))
+}

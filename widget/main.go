@@ -1,0 +1,24 @@
+// Command widget reconciles Widgets: one custom resource managing a ConfigMap, a Deployment and a
+// Service through stages, with automatic status.
+package main
+
+import (
+	"embed"
+
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/widget/controller"
+)
+
+//go:embed config
+var configFS embed.FS
+
+var pattern = app.Pattern{
+	Name:        controller.Name,
+	Config:      configFS,
+	AddToScheme: v1alpha1.AddToScheme,
+	Cache:       controller.CacheOptions,
+	Setup:       controller.Setup,
+}
+
+func main() { app.Main(pattern) }
