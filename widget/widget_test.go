@@ -199,7 +199,9 @@ func (c *writeCounter) Apply(ctx context.Context, obj runtime.ApplyConfiguration
 	return c.Client.Apply(ctx, obj, opts...)
 }
 
-func (c *writeCounter) Status() client.SubResourceWriter { return &statusCounter{c.Client.Status(), &c.n} }
+func (c *writeCounter) Status() client.SubResourceWriter {
+	return &statusCounter{c.Client.Status(), &c.n}
+}
 
 type statusCounter struct {
 	client.SubResourceWriter

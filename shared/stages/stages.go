@@ -89,7 +89,9 @@ type Result struct {
 }
 
 // Done: the stage converged; output is available to the stages that need it.
-func Done(output any, message string) Result { return Result{outcome: done, output: output, msg: message} }
+func Done(output any, message string) Result {
+	return Result{outcome: done, output: output, msg: message}
+}
 
 // Waiting: the stage did its part and waits for something else (a rollout, say); requeueAfter
 // 0 waits for a watch event.
