@@ -168,14 +168,14 @@ func TestConvergedMirrorGetsNoWrite(t *testing.T) {
 	// An update with unchanged content would not move the resourceVersion (the API server skips
 	// no-op writes), so the requests themselves are counted too.
 	r := reconciler(mgr)
-	writes := &writeCounter{Client: mgr.GetClient()}
+	writes := testenv.CountWrites(mgr.GetClient())
 	r.Client = writes
 	for range 5 {
 		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := writes.n.Load(); n != 0 {
+	if n := writes.N(); n != 0 {
 		t.Fatalf("%d write requests while re-reconciling a converged mirror, want 0", n)
 	}
 	after, err := getCM(ns, "calm-mirror")
@@ -312,32 +312,6 @@ func TestForeignChildIsReportedNotTouched(t *testing.T) {
 			}
 		})
 	}
-}
-
-// writeCounter counts the write requests a reconciler sends to the API server.
-type writeCounter struct {
-	client.Client
-	n atomic.Int32
-}
-
-func (c *writeCounter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	c.n.Add(1)
-	return c.Client.Create(ctx, obj, opts...)
-}
-
-func (c *writeCounter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	c.n.Add(1)
-	return c.Client.Update(ctx, obj, opts...)
-}
-
-func (c *writeCounter) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-	c.n.Add(1)
-	return c.Client.Patch(ctx, obj, p, opts...)
-}
-
-func (c *writeCounter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	c.n.Add(1)
-	return c.Client.Delete(ctx, obj, opts...)
 }
 
 // raceClient makes another writer change the child between the reconciler's read and its write.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -173,51 +171,6 @@ func TestStagesConvergeAndReportReady(t *testing.T) {
 	})
 }
 
-// writeCounter counts the write requests a reconciler sends.
-type writeCounter struct {
-	client.Client
-	n atomic.Int32
-}
-
-func (c *writeCounter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	c.n.Add(1)
-	return c.Client.Create(ctx, obj, opts...)
-}
-
-func (c *writeCounter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	c.n.Add(1)
-	return c.Client.Update(ctx, obj, opts...)
-}
-
-func (c *writeCounter) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-	c.n.Add(1)
-	return c.Client.Patch(ctx, obj, p, opts...)
-}
-
-func (c *writeCounter) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	c.n.Add(1)
-	return c.Client.Apply(ctx, obj, opts...)
-}
-
-func (c *writeCounter) Status() client.SubResourceWriter {
-	return &statusCounter{c.Client.Status(), &c.n}
-}
-
-type statusCounter struct {
-	client.SubResourceWriter
-	n *atomic.Int32
-}
-
-func (c *statusCounter) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-	c.n.Add(1)
-	return c.SubResourceWriter.Patch(ctx, obj, p, opts...)
-}
-
-func (c *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	c.n.Add(1)
-	return c.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
 func TestConvergedWidgetGetsNoWrite(t *testing.T) {
 	ns := namespace(t)
 	mgr := env.Manager(t)
@@ -247,14 +200,14 @@ func TestConvergedWidgetGetsNoWrite(t *testing.T) {
 		})
 	}
 	r := controller.NewReconciler(mgr)
-	writes := &writeCounter{Client: mgr.GetClient()}
+	writes := testenv.CountWrites(mgr.GetClient())
 	r.Client = writes
 	for range 3 {
 		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "calm"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := writes.n.Load(); n != 0 {
+	if n := writes.N(); n != 0 {
 		t.Fatalf("%d write requests re-reconciling a converged Widget, want 0", n)
 	}
 	for _, o := range objs {
