@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -155,8 +156,12 @@ func TestStagesConvergeAndReportReady(t *testing.T) {
 
 	// A spec change flows through: a removed config key leaves the ConfigMap (server-side apply
 	// drops fields the manager no longer applies).
-	w.Spec.Config = map[string]string{"greeting": "hi"}
-	if err := env.Client.Update(ctx, w); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		w := get(t, &v1alpha1.Widget{}, ns, "web")
+		w.Spec.Config = map[string]string{"greeting": "hello"} // "color" removed, nothing else changed
+		return env.Client.Update(ctx, w)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "config key removal", func() error {
@@ -164,7 +169,7 @@ func TestStagesConvergeAndReportReady(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, cm); err != nil {
 			return err
 		}
-		if d := cmp.Diff(map[string]string{"greeting": "hi"}, cm.Data); d != "" {
+		if d := cmp.Diff(map[string]string{"greeting": "hello"}, cm.Data); d != "" {
 			return errors.New(d)
 		}
 		return nil

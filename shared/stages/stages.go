@@ -18,9 +18,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kpatterns/kpatterns/shared/app"
 )
 
 // Status is the part of a custom resource's status the framework owns; embed it inline:
@@ -228,4 +233,27 @@ func minPositive(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+// NewReconciler returns the stages reconciler of a pattern: its clients and event recorder from
+// the manager, field manager and managed-by label kpatterns-<pattern>.
+func NewReconciler[T Object](mgr manager.Manager, pattern string, newObject func() T, stages []Stage[T]) *Reconciler[T] {
+	return &Reconciler[T]{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(pattern),
+		FieldManager: app.FieldManager(pattern), ManagedBy: app.FieldManager(pattern),
+		New: newObject, Stages: stages,
+	}
+}
+
+// CacheChildren narrows the informers of the given child kinds to the pattern's own children
+// (label app.kubernetes.io/managed-by=kpatterns-<pattern>), so memory follows the number of
+// custom resources, not every object of those kinds in the cluster.
+func CacheChildren(o *cache.Options, pattern string, kinds ...client.Object) {
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	children := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: app.FieldManager(pattern)})}
+	for _, k := range kinds {
+		o.ByObject[k] = children
+	}
 }

@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -16,10 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/stages"
 	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
@@ -45,25 +42,14 @@ var Stages = []stages.Stage[*v1alpha1.Widget]{
 	{Name: "Service", Run: service},
 }
 
-// CacheOptions keeps only the Widgets' own children in the child informers.
+// CacheOptions keeps only this pattern's own children in the child informers.
 func CacheOptions(o *cache.Options) {
-	if o.ByObject == nil {
-		o.ByObject = map[client.Object]cache.ByObject{}
-	}
-	children := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{stages.ManagedByLabel: app.FieldManager(Name)})}
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}} {
-		o.ByObject[obj] = children
-	}
+	stages.CacheChildren(o, Name, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{})
 }
 
 // NewReconciler returns the stages reconciler of Widgets.
 func NewReconciler(mgr ctrl.Manager) *stages.Reconciler[*v1alpha1.Widget] {
-	return &stages.Reconciler[*v1alpha1.Widget]{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name),
-		FieldManager: app.FieldManager(Name), ManagedBy: app.FieldManager(Name),
-		New:    func() *v1alpha1.Widget { return &v1alpha1.Widget{} },
-		Stages: Stages,
-	}
+	return stages.NewReconciler(mgr, Name, func() *v1alpha1.Widget { return &v1alpha1.Widget{} }, Stages)
 }
 
 // Setup registers the controller: Widget spec changes and any change to an owned child
@@ -114,31 +100,10 @@ func deployment(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.R
 		return stages.Failed(err)
 	}
 	w.Status.ReadyReplicas = d.Status.ReadyReplicas
-	if why := RolloutPending(d, replicas); why != "" {
+	if why := stages.RolloutPending(d, replicas); why != "" {
 		return stages.Waiting("Progressing", why, 0) // the Deployment's status change brings us back
 	}
 	return stages.Done(nil, fmt.Sprintf("%d/%d replicas ready", d.Status.ReadyReplicas, replicas))
-}
-
-// RolloutPending says why a Deployment has not finished rolling out replicas, or "" if it has:
-// the controller saw the current spec, every replica is updated and available, and the
-// Deployment reports Available.
-func RolloutPending(d *appsv1.Deployment, replicas int32) string {
-	if d.Status.ObservedGeneration < d.Generation {
-		return "the deployment controller has not seen the current spec yet"
-	}
-	if d.Status.UpdatedReplicas < replicas || d.Status.AvailableReplicas < replicas || d.Status.Replicas > replicas {
-		return fmt.Sprintf("rolling out: %d updated, %d available of %d", d.Status.UpdatedReplicas, d.Status.AvailableReplicas, replicas)
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable {
-			if c.Status == corev1.ConditionTrue {
-				return ""
-			}
-			return "not available: " + c.Message
-		}
-	}
-	return "no Available condition yet"
 }
 
 func service(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {

@@ -1,0 +1,72 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kpatterns/kpatterns/shared/stages"
+)
+
+// ConfigProfileSpec selects a case and the values layered on top of it.
+type ConfigProfileSpec struct {
+	// Image of the Deployment that consumes the generated configuration.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Image string `json:"image"`
+
+	// Maintenance, when true, matches the maintenance case before any other.
+	// +optional
+	Maintenance bool `json:"maintenance,omitempty"`
+
+	// Environment "production" matches the production case; anything else falls to the default.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Environment string `json:"environment,omitempty"`
+
+	// Settings are added to the matched case's configuration and win over its values.
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[-._a-zA-Z0-9]+$') && size(k) <= 253)",message="settings keys must be valid ConfigMap keys: letters, digits, '-', '_' or '.', at most 253 characters"
+	// +optional
+	Settings map[string]string `json:"settings,omitempty"`
+}
+
+// ConfigProfileStatus records which case matched and what was rolled out.
+type ConfigProfileStatus struct {
+	stages.Status `json:",inline"`
+
+	// MatchedCase is the first case whose condition held.
+	// +optional
+	MatchedCase string `json:"matchedCase,omitempty"`
+
+	// ConfigDigest is the digest of the generated configuration stamped on the Pod template.
+	// +optional
+	ConfigDigest string `json:"configDigest,omitempty"`
+}
+
+// ConfigProfile generates a configuration from the first matching case into a ConfigMap and rolls
+// an owned Deployment whenever that configuration changes.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="a ConfigProfile's name must be at most 63 characters"
+// +kubebuilder:printcolumn:name="Case",type=string,JSONPath=`.status.matchedCase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ConfigProfile struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ConfigProfileSpec   `json:"spec"`
+	Status ConfigProfileStatus `json:"status,omitempty"`
+}
+
+// StageStatus lets the stages framework maintain the conditions.
+func (p *ConfigProfile) StageStatus() *stages.Status { return &p.Status.Status }
+
+// ConfigProfileList is a list of ConfigProfiles.
+// +kubebuilder:object:root=true
+type ConfigProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ConfigProfile `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&ConfigProfile{}, &ConfigProfileList{}) }

@@ -1,0 +1,29 @@
+package stages
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// RolloutPending says why a Deployment has not finished rolling out replicas, or "" if it has:
+// the controller saw the current spec, every replica is updated and available, and the
+// Deployment reports Available.
+func RolloutPending(d *appsv1.Deployment, replicas int32) string {
+	if d.Status.ObservedGeneration < d.Generation {
+		return "the deployment controller has not seen the current spec yet"
+	}
+	if d.Status.UpdatedReplicas < replicas || d.Status.AvailableReplicas < replicas || d.Status.Replicas > replicas {
+		return fmt.Sprintf("rolling out: %d updated, %d available of %d", d.Status.UpdatedReplicas, d.Status.AvailableReplicas, replicas)
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			if c.Status == corev1.ConditionTrue {
+				return ""
+			}
+			return "not available: " + c.Message
+		}
+	}
+	return "no Available condition yet"
+}
