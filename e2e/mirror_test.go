@@ -11,18 +11,32 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/mirror/controller"
+	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
+
+// scheme knows client-go's types and every pattern's custom resources.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(widgetv1alpha1.AddToScheme(s))
+	utilruntime.Must(conditionalv1alpha1.AddToScheme(s))
+	return s
+}()
 
 // clientFor returns an admin controller-runtime client for the suite's cluster.
 func clientFor(t *testing.T, cfg *envconf.Config) client.Client {
 	t.Helper()
-	c, err := client.New(cfg.Client().RESTConfig(), client.Options{})
+	c, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func configMap(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Re
 	if err := s.Ensure(ctx, corev1ac.ConfigMap(w.Name, w.Namespace).WithData(w.Spec.Config), &corev1.ConfigMap{}); err != nil {
 		return stages.Failed(err)
 	}
-	return stages.Done(nil, fmt.Sprintf("ConfigMap %s holds %d keys", w.Name, len(w.Spec.Config)))
+	return stages.Done(nil, fmt.Sprintf("ConfigMap %s holds %d key(s)", w.Name, len(w.Spec.Config)))
 }
 
 func deployment(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {

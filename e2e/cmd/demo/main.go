@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -17,18 +16,35 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
+	conditional "github.com/kpatterns/kpatterns/conditional/controller"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
-	"github.com/kpatterns/kpatterns/mirror/controller"
+	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	"github.com/kpatterns/kpatterns/shared/stages"
+	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
 
 const ns = "default"
+
+type demo struct {
+	ctx        context.Context
+	dir        string // the cluster's state directory
+	kubeconfig string
+	c          client.Client
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -42,77 +58,165 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	d := &demo{ctx: context.Background(), dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
+	cfg, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("no local cluster (%v): run go tool task cluster:up", err)
 	}
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(widgetv1alpha1.AddToScheme(s))
+	utilruntime.Must(conditionalv1alpha1.AddToScheme(s))
+	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	ctx := context.Background()
-
-	step("Install the mirror: its ServiceAccount, least-privilege RBAC and leader-election Role (server-side apply)")
-	if err := sh(dir, "bin/mirror", "install", "--kubeconfig", kubeconfig); err != nil {
-		return err
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional} {
+		if err := part(); err != nil {
+			return err
+		}
 	}
-	step("Run it in the background as its ServiceAccount, so only the generated RBAC is used")
-	if err := background(dir, kubeconfig, "mirror"); err != nil {
-		return err
-	}
-
-	step("Apply a ConfigMap labelled " + controller.Label + "=true")
-	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo-settings", Namespace: ns,
-		Labels: map[string]string{controller.Label: controller.Source}},
-		Data: map[string]string{"color": "blue", "size": "large", "debug": "false"}}
-	_ = c.Delete(ctx, src) // a rerun starts clean; the garbage collector removes the old child
-	if err := waitGone(ctx, c, "demo-settings-mirror"); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, src); err != nil {
-		return err
-	}
-	show(src)
-	step("The controller created demo-settings-mirror, owned by the source:")
-	child, err := waitData(ctx, c, "demo-settings-mirror", src.Data)
-	if err != nil {
-		return err
-	}
-	show(child)
-
-	step("Remove the key 'debug' from the source: the child's data is replaced as a whole")
-	delete(src.Data, "debug")
-	if err := c.Update(ctx, src); err != nil {
-		return err
-	}
-	if child, err = waitData(ctx, c, "demo-settings-mirror", src.Data); err != nil {
-		return err
-	}
-	show(child)
-
 	fmt.Printf(`
-The mirror keeps running in the background (log: %[1]s/logs/mirror.log). Try it yourself:
+The patterns keep running in the background (logs: %[1]s/logs/). Try them yourself:
   export KUBECONFIG=%[1]s/kubeconfig
-  kubectl label configmap demo-settings %[2]s-          # the child is deleted
-  kubectl get configmaps -l %[2]s
+  kubectl label configmap demo-settings %[2]s-                       # the mirror child is deleted
+  kubectl scale deployment demo-shop --replicas=5                      # the Widget puts 2 back
+  kubectl patch configprofile demo-profile --type=merge -p '{"spec":{"maintenance":true}}'
+  kubectl get widgets,configprofiles,replicasets
 Stop everything with: go tool task cluster:down
-`, dir, controller.Label)
+`, d.dir, mirror.Label)
 	return nil
 }
 
-func step(s string) { fmt.Printf("\n==> %s\n", s) }
+func (d *demo) mirror() error {
+	if err := d.start("mirror"); err != nil {
+		return err
+	}
+	step("Apply a ConfigMap labelled " + mirror.Label + "=true")
+	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo-settings", Namespace: ns,
+		Labels: map[string]string{mirror.Label: mirror.Source}},
+		Data: map[string]string{"color": "blue", "size": "large", "debug": "false"}}
+	if err := d.recreate(src, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo-settings-mirror", Namespace: ns}}); err != nil {
+		return err
+	}
+	show(src.Name, map[string]any{"labels": src.Labels, "data": src.Data})
+	step("The mirror created demo-settings-mirror, owned by the source:")
+	child := &corev1.ConfigMap{}
+	if err := d.waitFor("demo-settings-mirror", child, func() bool { return maps.Equal(child.Data, src.Data) }); err != nil {
+		return err
+	}
+	show(child.Name, map[string]any{"labels": child.Labels, "data": child.Data, "ownerReferences": owners(child)})
 
-func sh(dir, name string, args ...string) error {
-	cmd := exec.Command(filepath.Join(filepath.Dir(dir), name), args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	return cmd.Run()
+	step("Remove the key 'debug' from the source: the child's data is replaced as a whole")
+	delete(src.Data, "debug")
+	if err := d.c.Update(d.ctx, src); err != nil {
+		return err
+	}
+	if err := d.waitFor("demo-settings-mirror", child, func() bool { return maps.Equal(child.Data, src.Data) }); err != nil {
+		return err
+	}
+	show(child.Name, map[string]any{"data": child.Data})
+	return nil
 }
 
-// background (re)starts a pattern as a detached process that cluster:down stops with the cluster
-// (its command line names the cluster's kubeconfig).
-func background(dir, kubeconfig, pattern string) error {
-	pidFile := filepath.Join(dir, pattern+".pid")
+func (d *demo) widget() error {
+	if err := d.start("widget"); err != nil {
+		return err
+	}
+	step("Apply a Widget: image, 2 replicas, a config map")
+	w := &widgetv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "demo-shop", Namespace: ns},
+		Spec: widgetv1alpha1.WidgetSpec{Image: "nginx:1.27", Replicas: ptr.To[int32](2), Config: map[string]string{"greeting": "hello"}}}
+	if err := d.recreate(w, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: ns}}); err != nil {
+		return err
+	}
+	step("Its stages ensure a ConfigMap, a Deployment (kwok runs its Pods) and a Service; status follows:")
+	if err := d.waitFor(w.Name, w, func() bool { return ready(w.Status.Conditions) && w.Status.ReadyReplicas == 2 }); err != nil {
+		return err
+	}
+	fmt.Printf("    NAME        READY   REPLICAS\n    %-11s %-7s %d\n", w.Name, "True", w.Status.ReadyReplicas)
+	showConditions(w.Status.Conditions)
+
+	step("Scale its Deployment behind its back: the drift is repaired")
+	dep := &appsv1.Deployment{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: w.Name}, dep); err != nil {
+			return err
+		}
+		dep.Spec.Replicas = ptr.To[int32](5)
+		return d.c.Update(d.ctx, dep, client.FieldOwner("demo-user"))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("    kubectl scale deployment demo-shop --replicas=5")
+	if err := d.waitFor(w.Name, dep, func() bool { return *dep.Spec.Replicas == 2 }); err != nil {
+		return err
+	}
+	fmt.Printf("    deployment/demo-shop replicas: %d\n", *dep.Spec.Replicas)
+	return nil
+}
+
+func (d *demo) conditional() error {
+	if err := d.start("conditional"); err != nil {
+		return err
+	}
+	step("Apply a ConfigProfile for environment staging: the default case matches")
+	p := &conditionalv1alpha1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "demo-profile", Namespace: ns},
+		Spec: conditionalv1alpha1.ConfigProfileSpec{Image: "nginx:1.27", Environment: "staging"}}
+	if err := d.recreate(p, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}}); err != nil {
+		return err
+	}
+	if err := d.profileReady(p, "default"); err != nil {
+		return err
+	}
+	step("Switch to production: a different configuration, a new digest, a new ReplicaSet")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Spec.Environment = "production"
+		return d.c.Update(d.ctx, p)
+	})
+	if err != nil {
+		return err
+	}
+	return d.profileReady(p, "production")
+}
+
+func (d *demo) profileReady(p *conditionalv1alpha1.ConfigProfile, matched string) error {
+	err := d.waitFor(p.Name, p, func() bool {
+		return p.Status.MatchedCase == matched && p.Status.ObservedGeneration == p.Generation && ready(p.Status.Conditions)
+	})
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{}
+	if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(p), cm); err != nil {
+		return err
+	}
+	show(p.Name, map[string]any{"matchedCase": matched, "configDigest": p.Status.ConfigDigest[:12], "generated config": cm.Data})
+	rsets := &appsv1.ReplicaSetList{}
+	if err := d.c.List(d.ctx, rsets, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": p.Name}); err != nil {
+		return err
+	}
+	fmt.Println("    REPLICASET                        DIGEST         READY")
+	for _, rs := range rsets.Items {
+		fmt.Printf("    %-33s %-14s %d\n", rs.Name, rs.Spec.Template.Annotations[conditional.DigestAnnotation][:12], rs.Status.ReadyReplicas)
+	}
+	return nil
+}
+
+// start installs a pattern and (re)starts it in the background as its ServiceAccount.
+func (d *demo) start(pattern string) error {
+	step(fmt.Sprintf("Install %s (server-side apply of its CRDs, ServiceAccount, least-privilege RBAC) and run it as its ServiceAccount", pattern))
+	cmd := exec.Command(filepath.Join(filepath.Dir(d.dir), "bin", pattern), "install", "--kubeconfig", d.kubeconfig)
+	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+ns)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return err
+	}
+	// A rerun replaces the previous process; cluster:down stops it with the cluster (its command
+	// line names the cluster's kubeconfig).
+	pidFile := filepath.Join(d.dir, pattern+".pid")
 	if b, err := os.ReadFile(pidFile); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -121,13 +225,12 @@ func background(dir, kubeconfig, pattern string) error {
 			}
 		}
 	}
-	log, err := os.OpenFile(filepath.Join(dir, "logs", pattern+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(filepath.Join(d.dir, "logs", pattern+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	p, err := localcluster.RunPattern(context.Background(), filepath.Join(filepath.Dir(dir), "bin", pattern),
-		kubeconfig, ns, log, true)
+	p, err := localcluster.RunPattern(d.ctx, filepath.Join(filepath.Dir(d.dir), "bin", pattern), d.kubeconfig, ns, log, true)
 	if err != nil {
 		return fmt.Errorf("%w; see %s", err, log.Name())
 	}
@@ -135,45 +238,66 @@ func background(dir, kubeconfig, pattern string) error {
 	return os.WriteFile(pidFile, []byte(strconv.Itoa(p.Cmd.Process.Pid)), 0o644)
 }
 
-func waitData(ctx context.Context, c client.Client, name string, want map[string]string) (*corev1.ConfigMap, error) {
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		cm := &corev1.ConfigMap{}
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)
-		if err == nil && maps.Equal(cm.Data, want) {
-			return cm, nil
+// recreate creates obj after deleting what a previous run left, waiting until child (which the
+// garbage collector removes with it) is gone too.
+func (d *demo) recreate(obj, child client.Object) error {
+	_ = d.c.Delete(d.ctx, obj.DeepCopyObject().(client.Object))
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err1 := d.c.Get(d.ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+		err2 := d.c.Get(d.ctx, client.ObjectKeyFromObject(child), child)
+		if apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) {
+			break
 		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s from a previous run was not removed", obj.GetName())
 		}
 	}
-	return nil, fmt.Errorf("%s did not get the data %v", name, want)
+	return d.c.Create(d.ctx, obj)
 }
 
-func waitGone(ctx context.Context, c client.Client, name string) error {
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
-		if apierrors.IsNotFound(err) {
+// waitFor reads ns/name into obj until done() holds.
+func (d *demo) waitFor(name string, obj client.Object, done func() bool) error {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+		if err == nil && done() {
 			return nil
 		}
-	}
-	return errors.New(name + " was not removed")
-}
-
-// show prints an object as `kubectl get -o yaml` would, less the noise.
-func show(cm *corev1.ConfigMap) {
-	out := map[string]any{"name": cm.Name, "labels": cm.Labels, "data": cm.Data}
-	if len(cm.OwnerReferences) > 0 {
-		var owners []string
-		for _, o := range cm.OwnerReferences {
-			owners = append(owners, fmt.Sprintf("%s/%s (controller=%v)", o.Kind, o.Name, o.Controller != nil && *o.Controller))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
 		}
-		slices.Sort(owners)
-		out["ownerReferences"] = owners
 	}
-	b, _ := yaml.Marshal(out)
-	fmt.Print(indent(string(b)))
+	return fmt.Errorf("%T %s did not reach the expected state", obj, name)
 }
 
-func indent(s string) string {
-	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+func ready(conditions []metav1.Condition) bool {
+	for _, c := range conditions {
+		if c.Type == stages.TypeReady {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func step(s string) { fmt.Printf("\n==> %s\n", s) }
+
+func owners(obj client.Object) []string {
+	var out []string
+	for _, o := range obj.GetOwnerReferences() {
+		out = append(out, fmt.Sprintf("%s/%s (controller=%v)", o.Kind, o.Name, o.Controller != nil && *o.Controller))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func showConditions(conditions []metav1.Condition) {
+	for _, c := range conditions {
+		fmt.Printf("    %-16s %-6s %s\n", c.Type, c.Status, c.Message)
+	}
+}
+
+// show prints fields of an object as `kubectl get -o yaml` would, less the noise.
+func show(name string, fields map[string]any) {
+	fields["name"] = name
+	b, _ := yaml.Marshal(fields)
+	fmt.Print("    " + strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", "\n    ") + "\n")
 }

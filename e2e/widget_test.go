@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
+)
+
+func TestWidget(t *testing.T) {
+	ns := envconf.RandomName("widget", 12)
+	key := client.ObjectKey{Namespace: ns, Name: "shop"}
+	f := withPattern(features.New("widget"), "widget", ns).
+		Assess("a Widget becomes Ready once kwok runs its Pods", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns},
+				Spec: v1alpha1.WidgetSpec{Image: "nginx:1.27", Replicas: ptr.To[int32](2), Config: map[string]string{"greeting": "hello"}}}
+			if err := c.Create(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "Widget Ready", func(ctx context.Context) (bool, error) {
+				if err := c.Get(ctx, key, w); err != nil {
+					return false, err
+				}
+				return meta.IsStatusConditionTrue(w.Status.Conditions, "Ready") && w.Status.ReadyReplicas == 2 &&
+					w.Status.ObservedGeneration == w.Generation, nil
+			})
+			pods := &corev1.PodList{}
+			if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": key.Name}); err != nil {
+				t.Fatal(err)
+			}
+			if len(pods.Items) != 2 {
+				t.Fatalf("%d Pods, want 2", len(pods.Items))
+			}
+			return ctx
+		}).
+		Assess("deleting the Widget garbage-collects its children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			if err := c.Delete(ctx, &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, child := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}} {
+				waitFor(t, fmt.Sprintf("%T deleted", child), func(ctx context.Context) (bool, error) {
+					err := c.Get(ctx, key, child)
+					return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+				})
+			}
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}
