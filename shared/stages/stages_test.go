@@ -70,7 +70,7 @@ func TestSubset(t *testing.T) {
 		{map[string]any{"spec": map[string]any{"replicas": int32(2)}}, true}, // numbers compare by value
 		{map[string]any{"spec": map[string]any{"replicas": int64(3)}}, false},
 		{map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"port": int64(80)}}}}, true}, // defaulted protocol
-		{map[string]any{"spec": map[string]any{"ports": []any{}}}, false},                                  // list length differs
+		{map[string]any{"spec": map[string]any{"ports": []any{}}}, false},                                 // list length differs
 		{map[string]any{"spec": map[string]any{"paused": true}}, false},
 		{map[string]any{"data": map[string]any{}}, true},
 	} {
