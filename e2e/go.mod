@@ -47,6 +47,8 @@ require (
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kpatterns/kpatterns/conditional v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/reloader v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/summary v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/widget v0.0.0-00010101000000-000000000000
 	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
@@ -94,3 +96,7 @@ replace github.com/kpatterns/kpatterns/mirror => ../mirror
 replace github.com/kpatterns/kpatterns/widget => ../widget
 
 replace github.com/kpatterns/kpatterns/conditional => ../conditional
+
+replace github.com/kpatterns/kpatterns/reloader => ../reloader
+
+replace github.com/kpatterns/kpatterns/summary => ../summary

@@ -37,7 +37,7 @@ var (
 const operatorNamespace = "default"
 
 // patterns are the binaries the suite runs.
-var patterns = []string{"mirror", "widget", "conditional"}
+var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary"}
 
 func TestMain(m *testing.M) {
 	provider, err := selectProvider()

@@ -21,6 +21,7 @@ import (
 
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/mirror/controller"
+	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
 
@@ -30,6 +31,7 @@ var scheme = func() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(widgetv1alpha1.AddToScheme(s))
 	utilruntime.Must(conditionalv1alpha1.AddToScheme(s))
+	utilruntime.Must(summaryv1alpha1.AddToScheme(s))
 	return s
 }()
 

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/stages"
+)
+
+// deploymentUsing is a one-replica Deployment whose container reads ConfigMap cm through envFrom.
+func deploymentUsing(ns, name, cm string, optIn bool) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27", EnvFrom: []corev1.EnvFromSource{{
+				ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}}}}}}}
+	if optIn {
+		d.Labels = map[string]string{controller.OptIn: "true"}
+	}
+	return d
+}
+
+// rolledOut waits for a Deployment to be rolled out and Available, and returns its ReplicaSets.
+func rolledOut(ctx context.Context, t *testing.T, c client.Client, ns, name string) []appsv1.ReplicaSet {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	waitFor(t, name+" rolled out", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+			return false, err
+		}
+		return stages.RolloutPending(d, *d.Spec.Replicas) == "", nil
+	})
+	list := &appsv1.ReplicaSetList{}
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func TestReloader(t *testing.T) {
+	ns := envconf.RandomName("reloader", 16)
+	f := withPattern(features.New("reloader"), "reloader", ns).
+		Assess("a ConfigMap update rolls the opted-in Deployment and leaves the other alone", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-config", Namespace: ns}, Data: map[string]string{"level": "info"}}
+			for _, obj := range []client.Object{cm, deploymentUsing(ns, "opted", "app-config", true), deploymentUsing(ns, "plain", "app-config", false)} {
+				if err := c.Create(ctx, obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "digest on the opted-in Deployment", func(ctx context.Context) (bool, error) {
+				d := &appsv1.Deployment{}
+				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "opted"}, d)
+				return err == nil && d.Spec.Template.Annotations[controller.DigestAnnotation] != "", err
+			})
+			before := rolledOut(ctx, t, c, ns, "opted")
+			plainBefore := rolledOut(ctx, t, c, ns, "plain")
+
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+					return err
+				}
+				cm.Data["level"] = "debug"
+				return c.Update(ctx, cm)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "a new ReplicaSet for the opted-in Deployment", func(ctx context.Context) (bool, error) {
+				list := &appsv1.ReplicaSetList{}
+				err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "opted"})
+				return err == nil && len(list.Items) == len(before)+1, err
+			})
+			rolledOut(ctx, t, c, ns, "opted") // its Pods are Ready again
+			if after := rolledOut(ctx, t, c, ns, "plain"); len(after) != len(plainBefore) {
+				t.Fatalf("the Deployment that did not opt in rolled: %d ReplicaSets, was %d", len(after), len(plainBefore))
+			}
+			plain := &appsv1.Deployment{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "plain"}, plain); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := plain.Spec.Template.Annotations[controller.DigestAnnotation]; ok {
+				t.Fatal("the Deployment that did not opt in was annotated")
+			}
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f)
+}

@@ -1,0 +1,193 @@
+package main
+
+// Integration tests against a real API server (envtest), the generated CRD and RBAC installed, the
+// manager running as the summary's ServiceAccount (Pods: get/list/watch only). envtest runs no
+// scheduler or kubelet, so the tests write Pod status themselves, as a kubelet would.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kpatterns/kpatterns/shared/testenv"
+	"github.com/kpatterns/kpatterns/summary/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/summary/controller"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+
+func namespace(t testing.TB) string {
+	t.Helper()
+	ns := "t-" + rand.String(6)
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pod creates a Pod and gives it a phase and readiness, as a kubelet would.
+func pod(t testing.TB, ns, name string, labels map[string]string, phase corev1.PodPhase, ready bool) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status = corev1.PodStatus{Phase: phase, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}
+	if err := env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type summary struct {
+	Total, Ready int32
+	Phases       v1alpha1.PodCounts
+	Ready_       metav1.ConditionStatus
+}
+
+func waitSummary(t *testing.T, ns, name string, want summary) *v1alpha1.Workload {
+	t.Helper()
+	w := &v1alpha1.Workload{}
+	eventually(t, "summary of "+name, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
+			return err
+		}
+		got := summary{w.Status.Total, w.Status.Ready, w.Status.Phases, ""}
+		if c := meta.FindStatusCondition(w.Status.Conditions, "Ready"); c != nil {
+			got.Ready_ = c.Status
+		}
+		if d := cmp.Diff(want, got); d != "" || w.Status.ObservedGeneration != w.Generation {
+			return fmt.Errorf("(-want +got):\n%s (observedGeneration %d/%d)", d, w.Status.ObservedGeneration, w.Generation)
+		}
+		return nil
+	})
+	return w
+}
+
+func TestCountsPhasesAndFollowsSelector(t *testing.T) {
+	ns, other := namespace(t), namespace(t)
+	env.Manager(t)
+	ctx := context.Background()
+	web := map[string]string{"app": "web"}
+	pod(t, ns, "run-ready", map[string]string{"app": "web", "tier": "front"}, corev1.PodRunning, true)
+	pod(t, ns, "run-not-ready", web, corev1.PodRunning, false)
+	pod(t, ns, "pending", web, corev1.PodPending, false)
+	pod(t, ns, "done", web, corev1.PodSucceeded, false)
+	pod(t, ns, "failed", web, corev1.PodFailed, false)
+	pod(t, ns, "unknown", web, corev1.PodUnknown, false)
+	pod(t, ns, "db", map[string]string{"app": "db"}, corev1.PodRunning, true)
+	pod(t, other, "web-elsewhere", web, corev1.PodRunning, true) // another namespace: ignored
+
+	w := &v1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: v1alpha1.WorkloadSpec{Selector: web}}
+	if err := env.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, ns, "web", summary{Total: 6, Ready: 1, Phases: v1alpha1.PodCounts{Pending: 1, Running: 2, Succeeded: 1, Failed: 1, Unknown: 1}, Ready_: "False"})
+
+	// A Pod event maps back to the Workload: a new Pod, a readiness change, a deletion.
+	pod(t, ns, "late", web, corev1.PodRunning, true)
+	waitSummary(t, ns, "web", summary{Total: 7, Ready: 2, Phases: v1alpha1.PodCounts{Pending: 1, Running: 3, Succeeded: 1, Failed: 1, Unknown: 1}, Ready_: "False"})
+
+	// A narrower selector: only the front-tier Pod, which is ready.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			return err
+		}
+		w.Spec.Selector = map[string]string{"app": "web", "tier": "front"}
+		return env.Client.Update(ctx, w)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, ns, "web", summary{Total: 1, Ready: 1, Phases: v1alpha1.PodCounts{Running: 1}, Ready_: "True"})
+
+	// A Pod whose labels stop matching leaves the count (the old labels map it back).
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "run-ready"}, p); err != nil {
+			return err
+		}
+		p.Labels["tier"] = "back"
+		return env.Client.Update(ctx, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, ns, "web", summary{Ready_: "False"})
+}
+
+func TestConvergedWorkloadGetsNoWrite(t *testing.T) {
+	ns := namespace(t)
+	mgr := env.Manager(t)
+	ctx := context.Background()
+	pod(t, ns, "p", map[string]string{"app": "x"}, corev1.PodRunning, true)
+	if err := env.Client.Create(ctx, &v1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns},
+		Spec: v1alpha1.WorkloadSpec{Selector: map[string]string{"app": "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	w := waitSummary(t, ns, "x", summary{Total: 1, Ready: 1, Phases: v1alpha1.PodCounts{Running: 1}, Ready_: "True"})
+	eventually(t, "cache", func() error {
+		c := &v1alpha1.Workload{}
+		if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(w), c); err != nil {
+			return err
+		}
+		if c.ResourceVersion != w.ResourceVersion {
+			return fmt.Errorf("cached at %s", c.ResourceVersion)
+		}
+		return nil
+	})
+	writes := testenv.CountWrites(mgr.GetClient())
+	r := &controller.Reconciler{Client: writes}
+	for range 3 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.N(); n != 0 {
+		t.Fatalf("%d writes re-reconciling a converged Workload, want 0", n)
+	}
+}
+
+func TestEmptySelectorRejected(t *testing.T) {
+	ns := namespace(t)
+	err := env.Client.Create(context.Background(), &v1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: ns},
+		Spec: v1alpha1.WorkloadSpec{Selector: map[string]string{}}})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.selector") {
+		t.Fatalf("err = %v, want Invalid on spec.selector", err)
+	}
+}
