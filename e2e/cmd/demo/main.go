@@ -33,7 +33,9 @@ import (
 	conditional "github.com/kpatterns/kpatterns/conditional/controller"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	reloader "github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/stages"
+	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
 
@@ -67,10 +69,11 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(widgetv1alpha1.AddToScheme(s))
 	utilruntime.Must(conditionalv1alpha1.AddToScheme(s))
+	utilruntime.Must(summaryv1alpha1.AddToScheme(s))
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional} {
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -81,7 +84,7 @@ The patterns keep running in the background (logs: %[1]s/logs/). Try them yourse
   kubectl label configmap demo-settings %[2]s-                       # the mirror child is deleted
   kubectl scale deployment demo-shop --replicas=5                      # the Widget puts 2 back
   kubectl patch configprofile demo-profile --type=merge -p '{"spec":{"maintenance":true}}'
-  kubectl get widgets,configprofiles,replicasets
+  kubectl get widgets,configprofiles,workloads,replicasets
 Stop everything with: go tool task cluster:down
 `, d.dir, mirror.Label)
 	return nil
@@ -180,6 +183,108 @@ func (d *demo) conditional() error {
 		return err
 	}
 	return d.profileReady(p, "production")
+}
+
+func (d *demo) reloader() error {
+	if err := d.start("reloader"); err != nil {
+		return err
+	}
+	step("A Deployment labelled " + reloader.OptIn + "=true reads ConfigMap demo-web-config through envFrom")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo-web-config", Namespace: ns}, Data: map[string]string{"level": "info"}}
+	labels := map[string]string{"app": "demo-web"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "demo-web", Namespace: ns, Labels: map[string]string{reloader.OptIn: "true"}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "app", Image: "nginx:1.27", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}}}}}}}
+	if err := d.recreate(cm, cm.DeepCopy()); err != nil {
+		return err
+	}
+	if err := d.recreate(dep, dep.DeepCopy()); err != nil {
+		return err
+	}
+	if err := d.replicaSets("demo-web", reloader.DigestAnnotation, 1); err != nil {
+		return err
+	}
+	step("Change the ConfigMap: the digest changes and the Deployment rolls out a new ReplicaSet")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+			return err
+		}
+		cm.Data["level"] = "debug"
+		return d.c.Update(d.ctx, cm)
+	})
+	if err != nil {
+		return err
+	}
+	return d.replicaSets("demo-web", reloader.DigestAnnotation, 2)
+}
+
+func (d *demo) summary() error {
+	if err := d.start("summary"); err != nil {
+		return err
+	}
+	step("A Workload selecting app=demo-web summarizes the Deployment's Pods (it never writes them)")
+	w := &summaryv1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "demo-web", Namespace: ns},
+		Spec: summaryv1alpha1.WorkloadSpec{Selector: map[string]string{"app": "demo-web"}}}
+	if err := d.recreate(w, w.DeepCopy()); err != nil {
+		return err
+	}
+	show := func(n int32) error {
+		err := d.waitFor(w.Name, w, func() bool {
+			return w.Status.Total == n && w.Status.Ready == n && ready(w.Status.Conditions) && w.Status.ObservedGeneration == w.Generation
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("    NAME       READY   PODS-READY   TOTAL   RUNNING\n    %-10s %-7s %-12d %-7d %d\n",
+			w.Name, "True", w.Status.Ready, w.Status.Total, w.Status.Phases.Running)
+		return nil
+	}
+	if err := show(2); err != nil {
+		return err
+	}
+	step("Scale the Deployment to 3: the summary follows")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		dep := &appsv1.Deployment{}
+		if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: "demo-web"}, dep); err != nil {
+			return err
+		}
+		dep.Spec.Replicas = ptr.To[int32](3)
+		return d.c.Update(d.ctx, dep)
+	})
+	if err != nil {
+		return err
+	}
+	return show(3)
+}
+
+// replicaSets waits until the Deployment has rolled out n ReplicaSets carrying a digest (the
+// first one, before the reloader stamped a digest, is left out), and prints them.
+func (d *demo) replicaSets(name, annotation string, n int) error {
+	dep := &appsv1.Deployment{}
+	var stamped []appsv1.ReplicaSet
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		list := &appsv1.ReplicaSetList{}
+		if err := d.c.List(d.ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+			return err
+		}
+		if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: name}, dep); err != nil {
+			return err
+		}
+		stamped = slices.DeleteFunc(list.Items, func(rs appsv1.ReplicaSet) bool { return rs.Spec.Template.Annotations[annotation] == "" })
+		if len(stamped) == n && dep.Spec.Template.Annotations[annotation] != "" && stages.RolloutPending(dep, *dep.Spec.Replicas) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d ReplicaSets with a digest, want %d", name, len(stamped), n)
+		}
+	}
+	fmt.Println("    REPLICASET                  DIGEST         READY")
+	for _, rs := range stamped {
+		fmt.Printf("    %-27s %-14.12s %d\n", rs.Name, rs.Spec.Template.Annotations[annotation], rs.Status.ReadyReplicas)
+	}
+	return nil
 }
 
 func (d *demo) profileReady(p *conditionalv1alpha1.ConfigProfile, matched string) error {
