@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,30 +26,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := "t-" + rand.String(6)
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
-
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // update changes the profile's spec on its latest version (the controller writes its status).
 func update(t *testing.T, ns, name string, mutate func(*v1alpha1.ConfigProfileSpec)) {
@@ -80,7 +54,7 @@ type observed struct {
 func settled(t *testing.T, ns, name, matched string) observed {
 	t.Helper()
 	var o observed
-	eventually(t, name+" settles on case "+matched, func() error {
+	testenv.Eventually(t, name+" settles on case "+matched, func() error {
 		ctx := context.Background()
 		o = observed{&v1alpha1.ConfigProfile{}, &corev1.ConfigMap{}, &appsv1.Deployment{}}
 		key := client.ObjectKey{Namespace: ns, Name: name}
@@ -106,7 +80,7 @@ func settled(t *testing.T, ns, name, matched string) observed {
 }
 
 func TestFirstMatchingCaseAndDigest(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	p := &v1alpha1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
@@ -148,7 +122,7 @@ func TestFirstMatchingCaseAndDigest(t *testing.T) {
 
 // A spec change that generates the same configuration writes neither child: no rollout.
 func TestUnchangedConfigurationCausesNoRollout(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	p := &v1alpha1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "steady", Namespace: ns},
@@ -172,7 +146,7 @@ func TestUnchangedConfigurationCausesNoRollout(t *testing.T) {
 // The Workload stage depends on Config's output: when Config cannot finish (a foreign ConfigMap
 // holds the name), no Deployment is written and the condition says why.
 func TestWorkloadWaitsForConfig(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "blocked", Namespace: ns}}); err != nil {
@@ -183,7 +157,7 @@ func TestWorkloadWaitsForConfig(t *testing.T) {
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "conditions", func() error {
+	testenv.Eventually(t, "conditions", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
 		}

@@ -11,14 +11,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -34,38 +32,13 @@ func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { en
 // setup starts the mirror and returns a fresh namespace and the manager.
 func setup(t *testing.T) (string, manager.Manager) {
 	t.Helper()
-	return namespace(t), env.Manager(t)
-}
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := "t-" + rand.String(6)
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return env.Namespace(t), env.Manager(t)
 }
 
 func source(ns, name string, data map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{controller.Label: controller.Source}},
 		Data:       data,
-	}
-}
-
-// eventually polls cond until it returns nil; the deadline only bounds a hung test.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -78,7 +51,7 @@ func getCM(ns, name string) (*corev1.ConfigMap, error) {
 func waitData(t *testing.T, ns, name string, data map[string]string, binary map[string][]byte) *corev1.ConfigMap {
 	t.Helper()
 	var cm *corev1.ConfigMap
-	eventually(t, "child "+name, func() (err error) {
+	testenv.Eventually(t, "child "+name, func() (err error) {
 		if cm, err = getCM(ns, name); err != nil {
 			return err
 		}
@@ -94,7 +67,7 @@ func waitData(t *testing.T, ns, name string, data map[string]string, binary map[
 // rv "", holds nothing), so a forced reconcile reads what the API server has.
 func waitCached(t *testing.T, mgr manager.Manager, ns, name, rv string) {
 	t.Helper()
-	eventually(t, "cache of "+name, func() error {
+	testenv.Eventually(t, "cache of "+name, func() error {
 		cm := &corev1.ConfigMap{}
 		err := mgr.GetClient().Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm)
 		if rv == "" {
@@ -195,7 +168,7 @@ func TestConvergedMirrorGetsNoWrite(t *testing.T) {
 }
 
 func TestWatchNamespacesLimitsTheCache(t *testing.T) {
-	watched, other := namespace(t), namespace(t)
+	watched, other := env.Namespace(t), env.Namespace(t)
 	mgr := env.Manager(t, watched)
 	ctx := context.Background()
 	for _, ns := range []string{other, watched} {
@@ -225,7 +198,7 @@ func TestLabelRemovalDeletesOwnedChild(t *testing.T) {
 	if err := env.Client.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "child deleted", func() error {
+	testenv.Eventually(t, "child deleted", func() error {
 		if _, err := getCM(ns, "gone-mirror"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("child still there (err %v)", err)
 		}
@@ -278,7 +251,7 @@ func TestForeignChildIsReportedNotTouched(t *testing.T) {
 			if err := env.Client.Create(ctx, src); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "ChildConflict event", func() error {
+			testenv.Eventually(t, "ChildConflict event", func() error {
 				list := &eventsv1.EventList{}
 				if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 					return err
@@ -333,7 +306,7 @@ func (c *raceClient) Update(ctx context.Context, obj client.Object, opts ...clie
 // The reconciler is driven by hand here (the manager runs no controller), so the staged race is
 // the only other writer.
 func TestConcurrentUpdateConflictsInsteadOfOverwriting(t *testing.T) {
-	ns, mgr := namespace(t), env.IdleManager(t)
+	ns, mgr := env.Namespace(t), env.IdleManager(t)
 	ctx := context.Background()
 	src := source(ns, "race", map[string]string{"k": "v1"})
 	if err := env.Client.Create(ctx, src); err != nil {

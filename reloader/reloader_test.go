@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,30 +26,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := "t-" + rand.String(6)
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
-
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func configMap(t *testing.T, ns, name string, data map[string]string) *corev1.ConfigMap {
 	t.Helper()
@@ -111,7 +85,7 @@ func cmpString(a, b string) int {
 func annotated(t *testing.T, ns, name, want string) *appsv1.Deployment {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	eventually(t, name+" digest", func() error {
+	testenv.Eventually(t, name+" digest", func() error {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 			return err
 		}
@@ -140,7 +114,7 @@ func updateData(t *testing.T, ns, name string, mutate func(*corev1.ConfigMap)) {
 }
 
 func TestEveryReferenceForm(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	forms := map[string]func(*corev1.PodSpec){
 		"volume": func(s *corev1.PodSpec) {
@@ -179,7 +153,7 @@ func TestEveryReferenceForm(t *testing.T) {
 }
 
 func TestOptionalMissingConfigMap(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	deployment(t, ns, "opt", true, func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
@@ -196,7 +170,7 @@ func TestOptionalMissingConfigMap(t *testing.T) {
 
 func cachedAt(t *testing.T, mgr manager.Manager, obj client.Object, rv string) {
 	t.Helper()
-	eventually(t, "cache", func() error {
+	testenv.Eventually(t, "cache", func() error {
 		c := obj.DeepCopyObject().(client.Object)
 		if err := mgr.GetClient().Get(context.Background(), client.ObjectKeyFromObject(obj), c); err != nil {
 			return err
@@ -210,7 +184,7 @@ func cachedAt(t *testing.T, mgr manager.Manager, obj client.Object, rv string) {
 
 // A label-only ConfigMap change, and re-creating a ConfigMap with the same data, write nothing.
 func TestNoWriteWithoutDataChange(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	mgr := env.Manager(t)
 	ctx := context.Background()
 	configMap(t, ns, "settings", map[string]string{"k": "v"})
@@ -250,7 +224,7 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 }
 
 func TestReferenceRemovalRecomputes(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	configMap(t, ns, "a", map[string]string{"k": "1"})
 	configMap(t, ns, "b", map[string]string{"k": "2"})
@@ -285,7 +259,7 @@ func TestReferenceRemovalRecomputes(t *testing.T) {
 }
 
 func TestSharedConfigMapAndTheIndex(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	mgr := env.Manager(t)
 	ctx := context.Background()
 	uses := func(name string) func(*corev1.PodSpec) {

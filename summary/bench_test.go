@@ -61,7 +61,7 @@ func realisticPods(b *testing.B, ns string, n int) {
 
 // BenchmarkReconcile1000Pods is one reconcile of a converged Workload over 1,000 cached Pods.
 func BenchmarkReconcile1000Pods(b *testing.B) {
-	ns := namespace(b)
+	ns := env.Namespace(b)
 	realisticPods(b, ns, 1000)
 	mgr := env.Manager(b)
 	ctx := context.Background()
@@ -91,7 +91,7 @@ func BenchmarkReconcile1000Pods(b *testing.B) {
 // summary's transform (StripPod) and, as the baseline in the same run, with managedFields
 // stripped only. Report: bytes/pod for each, and their ratio.
 func BenchmarkPodCacheMemory(b *testing.B) {
-	ns := namespace(b)
+	ns := env.Namespace(b)
 	const n = 1000
 	realisticPods(b, ns, n)
 	heap := func() int64 {

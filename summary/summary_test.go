@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -29,30 +27,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
-
-func namespace(t testing.TB) string {
-	t.Helper()
-	ns := "t-" + rand.String(6)
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
-
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // pod creates a Pod and gives it a phase and readiness, as a kubelet would.
 func pod(t testing.TB, ns, name string, labels map[string]string, phase corev1.PodPhase, ready bool) *corev1.Pod {
@@ -83,7 +57,7 @@ type summary struct {
 func waitSummary(t *testing.T, ns, name string, want summary) *v1alpha1.Workload {
 	t.Helper()
 	w := &v1alpha1.Workload{}
-	eventually(t, "summary of "+name, func() error {
+	testenv.Eventually(t, "summary of "+name, func() error {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
 			return err
 		}
@@ -100,7 +74,7 @@ func waitSummary(t *testing.T, ns, name string, want summary) *v1alpha1.Workload
 }
 
 func TestCountsPhasesAndFollowsSelector(t *testing.T) {
-	ns, other := namespace(t), namespace(t)
+	ns, other := env.Namespace(t), env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	web := map[string]string{"app": "web"}
@@ -152,7 +126,7 @@ func TestCountsPhasesAndFollowsSelector(t *testing.T) {
 }
 
 func TestConvergedWorkloadGetsNoWrite(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	mgr := env.Manager(t)
 	ctx := context.Background()
 	pod(t, ns, "p", map[string]string{"app": "x"}, corev1.PodRunning, true)
@@ -161,7 +135,7 @@ func TestConvergedWorkloadGetsNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := waitSummary(t, ns, "x", summary{Total: 1, Ready: 1, Phases: v1alpha1.PodCounts{Running: 1}, Ready_: "True"})
-	eventually(t, "cache", func() error {
+	testenv.Eventually(t, "cache", func() error {
 		c := &v1alpha1.Workload{}
 		if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(w), c); err != nil {
 			return err
@@ -184,7 +158,7 @@ func TestConvergedWorkloadGetsNoWrite(t *testing.T) {
 }
 
 func TestEmptySelectorRejected(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	err := env.Client.Create(context.Background(), &v1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: ns},
 		Spec: v1alpha1.WorkloadSpec{Selector: map[string]string{}}})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.selector") {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,30 +33,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := "t-" + rand.String(6)
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
-
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func widget(ns, name string) *v1alpha1.Widget {
 	return &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -77,7 +51,7 @@ func get[T client.Object](t *testing.T, obj T, ns, name string) T {
 func condition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
-	eventually(t, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
+	testenv.Eventually(t, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
 		w := &v1alpha1.Widget{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
 			return err
@@ -98,7 +72,7 @@ func condition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus
 // markAvailable plays the deployment controller: every replica updated, ready and available.
 func markAvailable(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, "Deployment status", func() error {
+	testenv.Eventually(t, "Deployment status", func() error {
 		d := &appsv1.Deployment{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 			return err
@@ -113,7 +87,7 @@ func markAvailable(t *testing.T, ns, name string) {
 }
 
 func TestStagesConvergeAndReportReady(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	w := widget(ns, "web")
@@ -164,7 +138,7 @@ func TestStagesConvergeAndReportReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "config key removal", func() error {
+	testenv.Eventually(t, "config key removal", func() error {
 		cm := &corev1.ConfigMap{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, cm); err != nil {
 			return err
@@ -177,7 +151,7 @@ func TestStagesConvergeAndReportReady(t *testing.T) {
 }
 
 func TestConvergedWidgetGetsNoWrite(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	mgr := env.Manager(t)
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, widget(ns, "calm")); err != nil {
@@ -193,7 +167,7 @@ func TestConvergedWidgetGetsNoWrite(t *testing.T) {
 		get(t, o, ns, "calm")
 		rvs[fmt.Sprintf("%T", o)] = o.GetResourceVersion()
 		// the reconciler reads the cache: let it catch up with what the API server has
-		eventually(t, "cache", func() error {
+		testenv.Eventually(t, "cache", func() error {
 			c := o.DeepCopyObject().(client.Object)
 			if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(o), c); err != nil {
 				return err
@@ -223,7 +197,7 @@ func TestConvergedWidgetGetsNoWrite(t *testing.T) {
 }
 
 func TestDriftIsRepairedAndOthersFieldsKept(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, widget(ns, "drift")); err != nil {
@@ -239,7 +213,7 @@ func TestDriftIsRepairedAndOthersFieldsKept(t *testing.T) {
 	if err := env.Client.Update(ctx, d, client.FieldOwner("someone")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replicas put back", func() error {
+	testenv.Eventually(t, "replicas put back", func() error {
 		d := get(t, &appsv1.Deployment{}, ns, "drift")
 		if *d.Spec.Replicas != 1 {
 			return fmt.Errorf("replicas = %d", *d.Spec.Replicas)
@@ -254,7 +228,7 @@ func TestDriftIsRepairedAndOthersFieldsKept(t *testing.T) {
 	if err := env.Client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drift"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Service recreated", func() error {
+	testenv.Eventually(t, "Service recreated", func() error {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &corev1.Service{})
 	})
 }
@@ -263,7 +237,7 @@ func TestDriftIsRepairedAndOthersFieldsKept(t *testing.T) {
 // with a Warning event; the Deployment, which needs the ConfigMap, is not run and says why; the
 // independent Service stage still runs.
 func TestForeignChildAndDependencyRule(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}, Data: map[string]string{"mine": "yes"}}
@@ -289,7 +263,7 @@ func TestForeignChildAndDependencyRule(t *testing.T) {
 	if after.ResourceVersion != foreign.ResourceVersion {
 		t.Errorf("foreign ConfigMap changed: %+v", after)
 	}
-	eventually(t, "NotOwned event", func() error {
+	testenv.Eventually(t, "NotOwned event", func() error {
 		list := &corev1.EventList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -306,7 +280,7 @@ func TestForeignChildAndDependencyRule(t *testing.T) {
 // An error from the API server surfaces in the stage's condition, with its reason: here the
 // ResourceQuota admission plugin forbids any Service in the namespace.
 func TestAPIErrorsSurfaceInConditions(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-services", Namespace: ns},
@@ -330,7 +304,7 @@ func TestAPIErrorsSurfaceInConditions(t *testing.T) {
 }
 
 func TestInvalidSpecsAreRejected(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	for _, tc := range []struct {
 		name   string
 		mutate func(*v1alpha1.Widget)
