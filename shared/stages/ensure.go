@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -96,7 +95,10 @@ func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructure
 		return nil, err
 	}
 	sum := sha256.Sum256(b)
-	gvk := s.gvk()
+	gvk, err := s.r.Client.GroupVersionKindFor(s.Object)
+	if err != nil {
+		return nil, err
+	}
 	u.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: s.Object.GetName(), UID: s.Object.GetUID(),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -114,14 +116,6 @@ func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructure
 	annotations[AppliedAnnotation] = hex.EncodeToString(sum[:8])
 	u.SetAnnotations(annotations)
 	return u, nil
-}
-
-func (s *State[T]) gvk() schema.GroupVersionKind {
-	gvk, err := s.r.Client.GroupVersionKindFor(s.Object)
-	if err != nil {
-		panic(fmt.Sprintf("stages: %T is not in the scheme: %v", s.Object, err)) // a programming error
-	}
-	return gvk
 }
 
 func (s *State[T]) owns(child metav1.Object) bool {
