@@ -88,6 +88,10 @@ func up(dir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
+	// Build (first run only) in the foreground, where its progress message is seen.
+	if _, err := controlplane.Ensure(context.Background()); err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
