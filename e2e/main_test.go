@@ -30,7 +30,8 @@ var (
 	testEnv env.Environment
 	kindRun = os.Getenv("E2E_PROVIDER") == "kind"
 	root    = ".." // the repository root, from this package's directory
-	bins    string // where the local path builds pattern binaries
+	bins    string // where the local path builds pattern binaries (removed at the end)
+	logs    string // component and pattern logs, kept after the run
 )
 
 // operatorNamespace is where patterns are installed and run.
@@ -47,8 +48,14 @@ func TestMain(m *testing.M) {
 	}
 	testEnv = env.New()
 	name := envconf.RandomName("kpatterns", 16)
+	logs = filepath.Join(os.TempDir(), name+"-logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	testEnv.Setup(envfuncs.CreateCluster(provider, name), buildPatterns(name))
-	testEnv.Finish(envfuncs.ExportClusterLogs(name, filepath.Join(os.TempDir(), name+"-logs")), envfuncs.DestroyCluster(name))
+	testEnv.Finish(envfuncs.ExportClusterLogs(name, logs), envfuncs.DestroyCluster(name),
+		func(ctx context.Context, _ *envconf.Config) (context.Context, error) { return ctx, os.RemoveAll(bins) })
 	os.Exit(testEnv.Run(m))
 }
 
@@ -134,7 +141,7 @@ func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern 
 		return func() {}
 	}
 
-	log, err := os.Create(filepath.Join(bins, pattern+".log"))
+	log, err := os.Create(filepath.Join(logs, pattern+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
