@@ -116,22 +116,26 @@ func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// installPattern applies a pattern's generated manifests (with --image, its Deployment on kind).
+func installPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string) {
+	t.Helper()
+	install := []string{"install"}
+	if kindRun {
+		install = append(install, "--image", image(pattern))
+	}
+	cmd := command(ctx, root, filepath.Join(bins, pattern), install...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cfg.KubeconfigFile(), "KPATTERNS_NAMESPACE="+operatorNamespace)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s install: %v", pattern, err)
+	}
+}
+
 // runPattern installs a pattern with its generated manifests and runs it until the returned stop
 // is called: locally as a process impersonating its ServiceAccount (so its RBAC is what is
 // tested), on kind as the generated Deployment.
 func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string) (stop func()) {
 	t.Helper()
-	bin := filepath.Join(bins, pattern)
-	kubeconfig := "KUBECONFIG=" + cfg.KubeconfigFile()
-	install := []string{"install"}
-	if kindRun {
-		install = append(install, "--image", image(pattern))
-	}
-	cmd := command(ctx, root, bin, install...)
-	cmd.Env = append(os.Environ(), kubeconfig, "KPATTERNS_NAMESPACE="+operatorNamespace)
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s install: %v", pattern, err)
-	}
+	installPattern(ctx, t, cfg, pattern)
 	if kindRun {
 		err := wait.For(conditions.New(cfg.Client().Resources()).DeploymentAvailable(pattern, operatorNamespace),
 			wait.WithTimeout(3*time.Minute))
@@ -140,7 +144,7 @@ func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern 
 		}
 		return func() {}
 	}
-
+	bin := filepath.Join(bins, pattern)
 	log, err := os.Create(filepath.Join(logs, pattern+".log"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,9 @@ import (
 // Pattern is a pattern binary running `run` as a local process.
 type Pattern struct {
 	Cmd       *exec.Cmd
-	ProbeAddr string     // host:port of /healthz and /readyz
-	Exited    chan error // receives the process's exit once
+	ProbeAddr string        // host:port of /healthz and /readyz
+	Exited    chan struct{} // closed when the process has exited; Err is then set
+	Err       error         // the process's exit status
 }
 
 // RunPattern starts `<bin> run --as-service-account` against kubeconfig (so the pattern's
@@ -26,7 +27,7 @@ func RunPattern(ctx context.Context, bin, kubeconfig, namespace string, log io.W
 	if err != nil {
 		return nil, err
 	}
-	p := &Pattern{ProbeAddr: "127.0.0.1:" + ports[0], Exited: make(chan error, 1)}
+	p := &Pattern{ProbeAddr: "127.0.0.1:" + ports[0], Exited: make(chan struct{})}
 	p.Cmd = exec.Command(bin, "run", "--as-service-account", "--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", p.ProbeAddr, "--metrics-bind-address", "0")
 	p.Cmd.Env = append(p.Cmd.Environ(), "KPATTERNS_NAMESPACE="+namespace)
@@ -35,13 +36,13 @@ func RunPattern(ctx context.Context, bin, kubeconfig, namespace string, log io.W
 	if err := p.Cmd.Start(); err != nil {
 		return nil, err
 	}
-	go func() { p.Exited <- p.Cmd.Wait() }()
+	go func() { p.Err = p.Cmd.Wait(); close(p.Exited) }()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
 		select {
-		case err := <-p.Exited:
-			return nil, fmt.Errorf("%s exited before it was ready: %v", bin, err)
+		case <-p.Exited:
+			return nil, fmt.Errorf("%s exited before it was ready: %v", bin, p.Err)
 		case <-ctx.Done():
 			_ = p.Cmd.Process.Kill()
 			return nil, fmt.Errorf("%s not ready on http://%s/readyz: %w", bin, p.ProbeAddr, ctx.Err())
@@ -56,12 +57,13 @@ func RunPattern(ctx context.Context, bin, kubeconfig, namespace string, log io.W
 	}
 }
 
-// Stop sends SIGTERM and waits for a graceful exit, killing the process after grace.
+// Stop sends SIGTERM and waits for a graceful exit, killing the process after grace. Stopping a
+// stopped process returns its exit status again.
 func (p *Pattern) Stop(grace time.Duration) error {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.Exited:
-		return err
+	case <-p.Exited:
+		return p.Err
 	case <-time.After(grace):
 		_ = p.Cmd.Process.Kill()
 		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.Cmd.Path, grace)
