@@ -53,7 +53,7 @@ type Cluster struct {
 // Start starts the cluster in dir (created if missing) and returns once the node is Ready and
 // untainted and the default ServiceAccount exists. On failure everything started is stopped and
 // the error carries the tail of the failing component's log.
-func Start(ctx context.Context, dir string) (c *Cluster, err error) {
+func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 	assets, err := controlplane.Ensure(ctx)
 	if err != nil {
 		return nil, err
@@ -67,10 +67,10 @@ func Start(ctx context.Context, dir string) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	c = &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	c := &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	defer func() {
 		if err != nil {
-			c.Stop()
+			_ = c.Stop() // whatever did start; the error says why
 		}
 	}()
 
@@ -88,7 +88,10 @@ func Start(ctx context.Context, dir string) (c *Cluster, err error) {
 	cp.APIServer.Err = cp.APIServer.Out
 	// envtest turns the ServiceAccount admission plugin off because it runs no controllers; this
 	// cluster runs them, so Pods get their ServiceAccount as on any cluster.
-	cp.APIServer.Configure().Disable("disable-admission-plugins")
+	// Advertise loopback, not the host's first interface, so nothing ever points elsewhere; the
+	// endpoint reconciler refuses a loopback address, and no Pod here needs the kubernetes Service.
+	cp.APIServer.Configure().Disable("disable-admission-plugins").
+		Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none")
 	c.env = env
 	if c.Config, err = env.Start(); err != nil {
 		return nil, fmt.Errorf("etcd/kube-apiserver: %w%s", err, tail(filepath.Join(dir, "logs", "kube-apiserver.log")))
@@ -278,17 +281,28 @@ func (c *Cluster) logFile(name string) (*os.File, error) {
 	return f, nil
 }
 
-// tail returns the last lines of a log file, for an error message.
+// tail returns, for an error message, the first error lines (klog's "E" lines) and the last lines
+// of a log file.
 func tail(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil || len(b) == 0 {
 		return ""
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
+	var errs []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "E") && len(errs) < 5 {
+			errs = append(errs, l)
+		}
 	}
-	return "\n--- last lines of " + path + ":\n" + strings.Join(lines, "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	out := "\n--- " + path
+	if len(errs) > 0 {
+		out += ", first errors:\n" + strings.Join(errs, "\n") + "\n--- last lines"
+	}
+	return out + ":\n" + strings.Join(lines, "\n")
 }
 
 func concat(files []string, out string) (string, error) {
