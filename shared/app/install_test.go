@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -69,4 +70,43 @@ func TestInstallIsIdempotentAndReportsChanges(t *testing.T) {
 	if d.Annotations["team"] != "platform" || d.Spec.Template.Spec.Containers[0].Image != "example/demo:2" {
 		t.Fatalf("after re-install: annotations %v, image %s", d.Annotations, d.Spec.Template.Spec.Containers[0].Image)
 	}
+}
+
+const crdYAML = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.kpatterns.dev
+spec:
+  group: example.kpatterns.dev
+  names: {kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// run refuses to start, in one line, before the pattern's CRDs are installed.
+func TestRunNeedsItsCRDs(t *testing.T) {
+	env, err := testenv.Start(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	p := pattern
+	p.Config = fstest.MapFS{"config/rbac/role.yaml": {Data: []byte(roleYAML)}, "config/crd/gadgets.yaml": {Data: []byte(crdYAML)}}
+	err = app.CheckCRDs(env.Admin, p)
+	if err == nil || err.Error() != "example.kpatterns.dev/v1 Gadget is not installed: run 'demo install' first" {
+		t.Fatalf("CheckCRDs before install: %v", err)
+	}
+	objs, err := app.Objects(p, app.Options{Namespace: testenv.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Install(context.Background(), env.Admin, objs, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "CRD served", func() error { return app.CheckCRDs(env.Admin, p) })
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
@@ -64,6 +67,9 @@ func Run(ctx context.Context, p Pattern, o RunOptions) error {
 		cfg = Impersonate(cfg, o.Namespace, p.Name)
 	}
 	if err := ping(ctx, cfg); err != nil {
+		return err
+	}
+	if err := CheckCRDs(cfg, p); err != nil {
 		return err
 	}
 	mgr, err := NewManager(cfg, p, o)
@@ -137,6 +143,35 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// CheckCRDs fails fast, in one line, when a CRD the pattern needs is not installed (the
+// manager would otherwise retry its informers until the cache sync timeout).
+func CheckCRDs(cfg *rest.Config, p Pattern) error {
+	crds, err := readCRDs(p.Config)
+	if err != nil || len(crds) == 0 {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, obj := range crds {
+		crd := obj.(*apiextensionsv1.CustomResourceDefinition)
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			list, err := dc.ServerResourcesForGroupVersion(crd.Spec.Group + "/" + v.Name)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			if list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == crd.Spec.Names.Plural }) {
+				return fmt.Errorf("%s/%s %s is not installed: run '%s install' first", crd.Spec.Group, v.Name, crd.Spec.Names.Kind, p.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // restConfig loads an explicit kubeconfig, else what controller-runtime finds ($KUBECONFIG,
