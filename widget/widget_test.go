@@ -277,6 +277,49 @@ func TestForeignChildAndDependencyRule(t *testing.T) {
 	})
 }
 
+// A Widget deleted and re-created under the same name finds its predecessor's children (envtest
+// has no garbage collector to remove them): they are not taken over, and the condition says it
+// waits for the garbage collector rather than reporting a foreign object.
+func TestRecreatedWidgetWaitsForGarbageCollection(t *testing.T) {
+	ns := env.Namespace(t)
+	env.Manager(t)
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, widget(ns, "again")); err != nil {
+		t.Fatal(err)
+	}
+	condition(t, ns, "again", "ConfigMapReady", metav1.ConditionTrue, "Ready")
+	old := get(t, &corev1.ConfigMap{}, ns, "again")
+	if err := env.Client.Delete(ctx, &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "again", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "Widget gone", func() error {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "again"}, &v1alpha1.Widget{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	if err := env.Client.Create(ctx, widget(ns, "again")); err != nil {
+		t.Fatal(err)
+	}
+	c := condition(t, ns, "again", "ConfigMapReady", metav1.ConditionFalse, "WaitingForGarbageCollection")
+	if !strings.Contains(c.Message, "earlier object of this name") {
+		t.Errorf("message = %q", c.Message)
+	}
+	if after := get(t, &corev1.ConfigMap{}, ns, "again"); after.ResourceVersion != old.ResourceVersion {
+		t.Error("the predecessor's ConfigMap was written")
+	}
+	list := &corev1.EventList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason == "NotOwned" {
+			t.Errorf("a NotOwned Warning for the predecessor's child: %s", e.Message)
+		}
+	}
+}
+
 // An error from the API server surfaces in the stage's condition, with its reason: here the
 // ResourceQuota admission plugin forbids any Service in the namespace.
 func TestAPIErrorsSurfaceInConditions(t *testing.T) {

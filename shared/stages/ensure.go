@@ -24,10 +24,18 @@ const (
 	AppliedAnnotation = "patterns.kpatterns.dev/applied"
 )
 
-// NotOwnedError reports a same-named child that the custom resource does not control.
-type NotOwnedError struct{ Kind, Name string }
+// NotOwnedError reports a same-named child that the custom resource does not control. Stale
+// means it is controlled by an earlier object of the same kind and name (deleted and re-created):
+// the garbage collector is about to remove it.
+type NotOwnedError struct {
+	Kind, Name string
+	Stale      bool
+}
 
 func (e *NotOwnedError) Error() string {
+	if e.Stale {
+		return fmt.Sprintf("%s %s belongs to an earlier object of this name; waiting for the garbage collector to remove it", e.Kind, e.Name)
+	}
 	return fmt.Sprintf("%s %s exists and is not controlled by this object; it is left unchanged", e.Kind, e.Name)
 }
 
@@ -64,7 +72,7 @@ func (s *State[T]) Ensure(ctx context.Context, desired ApplyConfiguration, curre
 		live.SetGroupVersionKind(u.GroupVersionKind())
 		err := r.APIReader.Get(ctx, key, live)
 		if err == nil && !s.owns(live) {
-			return &NotOwnedError{Kind: u.GetKind(), Name: key.Name}
+			return s.notOwned(u, live)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
@@ -72,7 +80,7 @@ func (s *State[T]) Ensure(ctx context.Context, desired ApplyConfiguration, curre
 	case err != nil:
 		return err
 	case !s.owns(current):
-		return &NotOwnedError{Kind: u.GetKind(), Name: key.Name}
+		return s.notOwned(u, current)
 	case contains(current, u): // the applied-digest annotation is among the desired fields
 		return nil
 	}
@@ -116,6 +124,13 @@ func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructure
 	annotations[AppliedAnnotation] = hex.EncodeToString(sum[:8])
 	u.SetAnnotations(annotations)
 	return u, nil
+}
+
+func (s *State[T]) notOwned(desired *unstructured.Unstructured, child metav1.Object) *NotOwnedError {
+	ref := metav1.GetControllerOf(child)
+	own := desired.GetOwnerReferences()[0]
+	stale := ref != nil && ref.APIVersion == own.APIVersion && ref.Kind == own.Kind && ref.Name == own.Name
+	return &NotOwnedError{Kind: desired.GetKind(), Name: desired.GetName(), Stale: stale}
 }
 
 func (s *State[T]) owns(child metav1.Object) bool {

@@ -69,6 +69,7 @@ const (
 	ReasonNotReady           = "StagesNotReady"
 	ReasonDependencyNotReady = "DependencyNotReady"
 	ReasonNotOwned           = "NotOwned"
+	ReasonWaitingForGC       = "WaitingForGarbageCollection"
 	ReasonFailed             = "Failed"
 )
 
@@ -215,7 +216,9 @@ func (r *Reconciler[T]) run(ctx context.Context, s *State[T], stage Stage[T], fi
 	case failed:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonFailed, c.res.err.Error()
 		var notOwned *NotOwnedError
-		if errors.As(c.res.err, &notOwned) {
+		if errors.As(c.res.err, &notOwned) && notOwned.Stale {
+			c.Reason = ReasonWaitingForGC // the owner reference's event brings the next reconcile
+		} else if errors.As(c.res.err, &notOwned) {
 			c.Reason = ReasonNotOwned
 			r.Recorder.Eventf(s.Object, nil, "Warning", ReasonNotOwned, stage.Name, "%s", notOwned.Error())
 		} else if reason := apierrors.ReasonForError(c.res.err); reason != metav1.StatusReasonUnknown {

@@ -53,6 +53,14 @@ func TestRunTurnsResultsIntoConditions(t *testing.T) {
 	if fourth.Reason != "Forbidden" || fourth.Message != forbidden.Error() {
 		t.Errorf("D = %+v", fourth.Condition)
 	}
+	// A child of an earlier object of the same name: waiting, and no Warning event (r has no
+	// recorder: an event would panic here).
+	fifth := r.run(context.Background(), s, Stage[*fake]{Name: "E", Run: func(context.Context, *State[*fake]) Result {
+		return Failed(&NotOwnedError{Kind: "ConfigMap", Name: "x", Stale: true})
+	}}, finished)
+	if fifth.Reason != ReasonWaitingForGC || fifth.Status != metav1.ConditionFalse {
+		t.Errorf("E = %+v", fifth.Condition)
+	}
 }
 
 func TestSubset(t *testing.T) {
