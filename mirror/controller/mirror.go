@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kpatterns/kpatterns/shared/app"
 )
 
 const (
@@ -57,10 +59,7 @@ func CacheOptions(o *cache.Options) {
 	if err != nil {
 		panic(err) // constant input
 	}
-	if o.ByObject == nil {
-		o.ByObject = map[client.Object]cache.ByObject{}
-	}
-	o.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: labels.NewSelector().Add(*req)}
+	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Label: labels.NewSelector().Add(*req)})
 }
 
 // Setup registers the controller with a manager whose cache was built with CacheOptions.

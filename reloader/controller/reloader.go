@@ -127,10 +127,7 @@ func field(h hash.Hash, tag byte, b []byte) {
 // CacheOptions caches only opted-in Deployments; ConfigMaps are cached (without managedFields,
 // as every object here) because any of them may be referenced.
 func CacheOptions(o *cache.Options) {
-	if o.ByObject == nil {
-		o.ByObject = map[client.Object]cache.ByObject{}
-	}
-	o.ByObject[&appsv1.Deployment{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{OptIn: "true"})}
+	app.CacheByObject(o, &appsv1.Deployment{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{OptIn: "true"})})
 }
 
 // IndexRefs is the field index function of RefIndex.

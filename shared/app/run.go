@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -203,4 +204,13 @@ func ping(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("cannot reach the API server at %s: %w", cfg.Host, err)
 	}
 	return nil
+}
+
+// CacheByObject sets how the informer of obj's kind is scoped (label selector, transform):
+// the building block of a pattern's Cache function.
+func CacheByObject(o *cache.Options, obj client.Object, by cache.ByObject) {
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.ByObject[obj] = by
 }

@@ -252,11 +252,8 @@ func NewReconciler[T Object](mgr manager.Manager, pattern string, newObject func
 // (label app.kubernetes.io/managed-by=kpatterns-<pattern>), so memory follows the number of
 // custom resources, not every object of those kinds in the cluster.
 func CacheChildren(o *cache.Options, pattern string, kinds ...client.Object) {
-	if o.ByObject == nil {
-		o.ByObject = map[client.Object]cache.ByObject{}
-	}
 	children := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: app.FieldManager(pattern)})}
 	for _, k := range kinds {
-		o.ByObject[k] = children
+		app.CacheByObject(o, k, children)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 )
 
@@ -34,10 +35,7 @@ const SelectorIndex = "summary.selectorPairs"
 
 // CacheOptions strips cached Pods down to what the summary reads.
 func CacheOptions(o *cache.Options) {
-	if o.ByObject == nil {
-		o.ByObject = map[client.Object]cache.ByObject{}
-	}
-	o.ByObject[&corev1.Pod{}] = cache.ByObject{Transform: StripPod}
+	app.CacheByObject(o, &corev1.Pod{}, cache.ByObject{Transform: StripPod})
 }
 
 // StripPod keeps a Pod's identity, labels, phase and Ready condition, and drops the rest (spec,
