@@ -15,11 +15,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/conditional/controller"
+	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
@@ -71,7 +74,7 @@ func settled(t *testing.T, ns, name, matched string) observed {
 		if err := env.Client.Get(ctx, key, o.deployment); err != nil {
 			return err
 		}
-		if got := o.deployment.Spec.Template.Annotations[controller.DigestAnnotation]; got != st.ConfigDigest {
+		if got := o.deployment.Spec.Template.Annotations[digest.Annotation]; got != st.ConfigDigest {
 			return fmt.Errorf("pod template digest %q, status digest %q", got, st.ConfigDigest)
 		}
 		return nil
@@ -93,7 +96,7 @@ func TestFirstMatchingCaseAndDigest(t *testing.T) {
 	if d := cmp.Diff(want, o.config.Data); d != "" {
 		t.Errorf("generated config (-want +got):\n%s", d)
 	}
-	if o.profile.Status.ConfigDigest != controller.Digest(want) {
+	if o.profile.Status.ConfigDigest != digest.Map(want) {
 		t.Errorf("digest %s, want the digest of the generated config", o.profile.Status.ConfigDigest)
 	}
 	if ref := o.deployment.Spec.Template.Spec.Containers[0].EnvFrom[0].ConfigMapRef; ref == nil || ref.Name != "app" {
@@ -171,5 +174,154 @@ func TestWorkloadWaitsForConfig(t *testing.T) {
 	})
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment: err = %v, want NotFound", err)
+	}
+}
+
+// condition waits until the profile's condition of type typ has the status and reason at the
+// profile's generation, and returns the profile.
+func condition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.ConfigProfile {
+	t.Helper()
+	p := &v1alpha1.ConfigProfile{}
+	testenv.Eventually(t, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, typ)
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != p.Generation {
+			return fmt.Errorf("%s = %+v at generation %d", typ, c, p.Generation)
+		}
+		return nil
+	})
+	return p
+}
+
+// A suspended profile waits: Ready False with reason Suspended, the Workload stage not run, and
+// nothing generated; resuming generates as usual.
+func TestSuspendedCaseWaits(t *testing.T) {
+	ns := env.Namespace(t)
+	env.Manager(t)
+	ctx := context.Background()
+	p := &v1alpha1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "paused", Namespace: ns},
+		Spec: v1alpha1.ConfigProfileSpec{Image: "nginx:1.27", Suspended: true}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = condition(t, ns, "paused", "Ready", metav1.ConditionFalse, controller.ReasonSuspended)
+	if p.Status.MatchedCase != "suspended" {
+		t.Errorf("matched case %q", p.Status.MatchedCase)
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, "WorkloadReady"); c == nil || c.Reason != "DependencyNotReady" {
+		t.Errorf("WorkloadReady = %+v", c)
+	}
+	for _, child := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}} {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), child); !apierrors.IsNotFound(err) {
+			t.Errorf("%T of a suspended profile: err = %v, want NotFound", child, err)
+		}
+	}
+	update(t, ns, "paused", func(s *v1alpha1.ConfigProfileSpec) { s.Suspended = false })
+	settled(t, ns, "paused", "default")
+}
+
+// The input case reads a labelled ConfigMap named in the spec. Missing, it waits with a clear
+// condition; its creation and its changes reach the profile through the field index.
+func TestInputCaseFollowsItsConfigMap(t *testing.T) {
+	ns := env.Namespace(t)
+	env.Manager(t)
+	ctx := context.Background()
+	p := &v1alpha1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "fed", Namespace: ns},
+		Spec: v1alpha1.ConfigProfileSpec{Image: "nginx:1.27", ConfigFrom: "upstream", Settings: map[string]string{"region": "eu"}}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = condition(t, ns, "fed", "ConfigReady", metav1.ConditionFalse, controller.ReasonInputMissing)
+	if c := meta.FindStatusCondition(p.Status.Conditions, "ConfigReady"); c.Message != "waiting for ConfigMap upstream labelled patterns.kpatterns.dev/conditional=input" {
+		t.Errorf("message = %q", c.Message)
+	}
+
+	// Unlabelled, it is not an input (and not cached): still missing. Labelled, it is read.
+	in := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "upstream", Namespace: ns}, Data: map[string]string{"mode": "fed", "a": "1"}}
+	if err := env.Client.Create(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	condition(t, ns, "fed", "ConfigReady", metav1.ConditionFalse, controller.ReasonInputMissing)
+	in.Labels = map[string]string{controller.Label: controller.Input}
+	if err := env.Client.Update(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	o := settled(t, ns, "fed", "input")
+	if d := cmp.Diff(map[string]string{"mode": "fed", "a": "1", "region": "eu"}, o.config.Data); d != "" {
+		t.Errorf("generated config (-want +got):\n%s", d)
+	}
+
+	in.Data["a"] = "2"
+	if err := env.Client.Update(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "input change reaches the profile", func() error {
+		o = settled(t, ns, "fed", "input")
+		if o.config.Data["a"] != "2" {
+			return fmt.Errorf("config = %v", o.config.Data)
+		}
+		if want := digest.Map(o.config.Data); o.profile.Status.ConfigDigest != want {
+			return fmt.Errorf("digest %s, want %s", o.profile.Status.ConfigDigest, want)
+		}
+		return nil
+	})
+}
+
+// No case matches: a terminal error with a condition that says so, a Warning event, no child.
+func TestNoMatchingCaseIsTerminal(t *testing.T) {
+	ns := env.Namespace(t)
+	env.Manager(t)
+	ctx := context.Background()
+	p := &v1alpha1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "lost", Namespace: ns},
+		Spec: v1alpha1.ConfigProfileSpec{Image: "nginx:1.27", Environment: "qa"}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = condition(t, ns, "lost", "Ready", metav1.ConditionFalse, controller.ReasonNoMatchingCase)
+	c := meta.FindStatusCondition(p.Status.Conditions, "ConfigReady")
+	if c == nil || c.Reason != controller.ReasonNoMatchingCase || c.Message != `no case matches environment "qa": use production, staging, development or leave it empty` {
+		t.Errorf("ConfigReady = %+v", c)
+	}
+	env.WaitForEvent(t, ns, "lost", corev1.EventTypeWarning, controller.ReasonNoMatchingCase, "")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ConfigMap: err = %v, want NotFound", err)
+	}
+	// Fixing the spec recovers.
+	update(t, ns, "lost", func(s *v1alpha1.ConfigProfileSpec) { s.Environment = "staging" })
+	settled(t, ns, "lost", "default")
+}
+
+// A stage that becomes ready emits a Normal event (through the API server); re-reconciling a
+// steady profile emits none. (The recorder folds repeats into a series whose count reaches the
+// API server only every 30 minutes, so the hand-driven reconciles record into a fake.)
+func TestEventsOnTransitionsOnly(t *testing.T) {
+	ns := env.Namespace(t)
+	mgr := env.Manager(t)
+	ctx := context.Background()
+	p := &v1alpha1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "loud", Namespace: ns},
+		Spec: v1alpha1.ConfigProfileSpec{Image: "nginx:1.27"}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	o := settled(t, ns, "loud", "default")
+	env.WaitForEvent(t, ns, "loud", corev1.EventTypeNormal, "ConfigReady", "case default: 2 keys")
+	for _, obj := range []client.Object{o.profile, o.config, o.deployment} {
+		testenv.WaitCached(t, mgr.GetClient(), obj)
+	}
+	r, err := controller.NewReconciler(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := events.NewFakeRecorder(10)
+	r.Recorder = recorded
+	for range 3 {
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(recorded.Events); n != 0 {
+		t.Errorf("%d events re-reconciling a steady profile, want 0: %s", n, <-recorded.Events)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
-	"github.com/kpatterns/kpatterns/conditional/controller"
+	"github.com/kpatterns/kpatterns/shared/digest"
 )
 
 func TestConditional(t *testing.T) {
@@ -40,7 +40,7 @@ func TestConditional(t *testing.T) {
 		}
 		digests := map[string]string{}
 		for _, rs := range list.Items {
-			digests[rs.Name] = rs.Spec.Template.Annotations[controller.DigestAnnotation]
+			digests[rs.Name] = rs.Spec.Template.Annotations[digest.Annotation]
 		}
 		return digests
 	}

@@ -5,73 +5,17 @@ import (
 	"fmt"
 	"maps"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/mirror/controller"
-	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
-	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
-
-// scheme knows client-go's types and every pattern's custom resources.
-var scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(widgetv1alpha1.AddToScheme(s))
-	utilruntime.Must(conditionalv1alpha1.AddToScheme(s))
-	utilruntime.Must(summaryv1alpha1.AddToScheme(s))
-	return s
-}()
-
-// clientFor returns an admin controller-runtime client for the suite's cluster.
-func clientFor(t *testing.T, cfg *envconf.Config) client.Client {
-	t.Helper()
-	c, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// waitFor polls cond until it is true; the deadline only bounds a hung test.
-func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.For(cond, wait.WithTimeout(2*time.Minute), wait.WithInterval(200*time.Millisecond)); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
-type stopKey struct{ pattern string }
-
-// withPattern runs a pattern for one feature and a namespace of its own.
-func withPattern(b *features.FeatureBuilder, pattern, ns string) *features.FeatureBuilder {
-	return b.
-		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if err := clientFor(t, cfg).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			return context.WithValue(ctx, stopKey{pattern}, runPattern(ctx, t, cfg, pattern))
-		}).
-		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if stop, ok := ctx.Value(stopKey{pattern}).(func()); ok {
-				stop()
-			}
-			_ = clientFor(t, cfg).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-			return ctx
-		})
-}
 
 func TestMirror(t *testing.T) {
 	ns := envconf.RandomName("mirror", 12)

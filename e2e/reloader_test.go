@@ -14,7 +14,8 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/kpatterns/kpatterns/reloader/controller"
-	"github.com/kpatterns/kpatterns/shared/stages"
+	"github.com/kpatterns/kpatterns/shared/digest"
+	"github.com/kpatterns/kpatterns/shared/rollout"
 )
 
 // deploymentUsing is a one-replica Deployment whose container reads ConfigMap cm through envFrom.
@@ -39,7 +40,7 @@ func rolledOut(ctx context.Context, t *testing.T, c client.Client, ns, name stri
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 			return false, err
 		}
-		return stages.RolloutPending(d, *d.Spec.Replicas) == "", nil
+		return rollout.Pending(d, *d.Spec.Replicas) == "", nil
 	})
 	list := &appsv1.ReplicaSetList{}
 	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
@@ -62,7 +63,7 @@ func TestReloader(t *testing.T) {
 			waitFor(t, "digest on the opted-in Deployment", func(ctx context.Context) (bool, error) {
 				d := &appsv1.Deployment{}
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "opted"}, d)
-				return err == nil && d.Spec.Template.Annotations[controller.DigestAnnotation] != "", err
+				return err == nil && d.Spec.Template.Annotations[digest.Annotation] != "", err
 			})
 			before := rolledOut(ctx, t, c, ns, "opted")
 			plainBefore := rolledOut(ctx, t, c, ns, "plain")
@@ -90,7 +91,7 @@ func TestReloader(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "plain"}, plain); err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := plain.Spec.Template.Annotations[controller.DigestAnnotation]; ok {
+			if _, ok := plain.Spec.Template.Annotations[digest.Annotation]; ok {
 				t.Fatal("the Deployment that did not opt in was annotated")
 			}
 			return ctx

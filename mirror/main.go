@@ -12,7 +12,7 @@ import (
 var configFS embed.FS
 
 var pattern = app.Pattern{
-	Name:   "mirror",
+	Name:   controller.Name,
 	Config: configFS,
 	Cache:  controller.CacheOptions,
 	Setup:  controller.Setup,

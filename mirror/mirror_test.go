@@ -63,27 +63,11 @@ func waitData(t *testing.T, ns, name string, data map[string]string, binary map[
 	return cm
 }
 
-// waitCached waits until the manager's cache holds ns/name at least at resourceVersion rv (or, for
-// rv "", holds nothing), so a forced reconcile reads what the API server has.
+// waitCached waits until the manager's cache holds ns/name at resourceVersion rv (rv "": holds
+// nothing), so a forced reconcile reads what the API server has.
 func waitCached(t *testing.T, mgr manager.Manager, ns, name, rv string) {
 	t.Helper()
-	testenv.Eventually(t, "cache of "+name, func() error {
-		cm := &corev1.ConfigMap{}
-		err := mgr.GetClient().Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm)
-		if rv == "" {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("still cached (err %v)", err)
-		}
-		if err != nil {
-			return err
-		}
-		if cm.ResourceVersion != rv {
-			return fmt.Errorf("cached at %s, want %s", cm.ResourceVersion, rv)
-		}
-		return nil
-	})
+	testenv.WaitCached(t, mgr.GetClient(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}})
 }
 
 func reconciler(mgr manager.Manager) *controller.Reconciler {

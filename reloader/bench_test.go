@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
 // BenchmarkReferencing maps one ConfigMap event to its Deployments with 100 and with 10,000
@@ -23,7 +24,7 @@ import (
 func BenchmarkReferencing(b *testing.B) {
 	mgr := env.Manager(b)
 	ctx := context.Background()
-	r := &controller.Reconciler{Client: mgr.GetClient()}
+	mapToDeployments := controller.MapConfigMapToDeployments(mgr.GetClient())
 	for _, n := range []int{100, 10000} {
 		ns := "bench-" + rand.String(6)
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -51,18 +52,19 @@ func BenchmarkReferencing(b *testing.B) {
 			b.Fatal(err)
 		}
 		hot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hot", Namespace: ns}}
-		for { // wait until the cache holds them all
+		testenv.Eventually(b, "cache holds every Deployment", func() error {
 			list := &appsv1.DeploymentList{}
 			if err := mgr.GetClient().List(ctx, list, client.InNamespace(ns)); err != nil {
-				b.Fatal(err)
+				return err
 			}
-			if len(list.Items) == n {
-				break
+			if len(list.Items) != n {
+				return fmt.Errorf("%d of %d cached", len(list.Items), n)
 			}
-		}
+			return nil
+		})
 		b.Run(fmt.Sprintf("index/deployments=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				if got := len(r.Referencing(ctx, hot)); got != 3 {
+				if got := len(mapToDeployments(ctx, hot)); got != 3 {
 					b.Fatalf("%d Deployments, want 3", got)
 				}
 			}
@@ -75,7 +77,7 @@ func BenchmarkReferencing(b *testing.B) {
 				}
 				found := 0
 				for i := range list.Items {
-					for _, name := range controller.IndexRefs(&list.Items[i]) {
+					for _, name := range controller.IndexDeploymentByConfigMap(&list.Items[i]) {
 						if name == "hot" {
 							found++
 						}

@@ -8,18 +8,20 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
@@ -89,7 +91,7 @@ func annotated(t *testing.T, ns, name, want string) *appsv1.Deployment {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 			return err
 		}
-		got, ok := d.Spec.Template.Annotations[controller.DigestAnnotation]
+		got, ok := d.Spec.Template.Annotations[digest.Annotation]
 		if got != want || (want == "" && ok) {
 			return fmt.Errorf("digest %q (present %v), want %q", got, ok, want)
 		}
@@ -145,7 +147,7 @@ func TestEveryReferenceForm(t *testing.T) {
 		first := annotated(t, ns, "d-"+form, digestOf(t, ns, "cm-"+form))
 		updateData(t, ns, "cm-"+form, func(cm *corev1.ConfigMap) { cm.Data["k"] = "v2" })
 		second := digestOf(t, ns, "cm-"+form)
-		if second == first.Spec.Template.Annotations[controller.DigestAnnotation] {
+		if second == first.Spec.Template.Annotations[digest.Annotation] {
 			t.Fatalf("%s: the digest did not change with the data", form)
 		}
 		annotated(t, ns, "d-"+form, second)
@@ -159,7 +161,7 @@ func TestOptionalMissingConfigMap(t *testing.T) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "later"}, Optional: ptr.To(true)}}}
 	})
-	absent := annotated(t, ns, "opt", digestOf(t, ns, "later")).Spec.Template.Annotations[controller.DigestAnnotation]
+	absent := annotated(t, ns, "opt", digestOf(t, ns, "later")).Spec.Template.Annotations[digest.Annotation]
 	configMap(t, ns, "later", map[string]string{"k": "v"})
 	present := digestOf(t, ns, "later")
 	if present == absent {
@@ -168,21 +170,6 @@ func TestOptionalMissingConfigMap(t *testing.T) {
 	annotated(t, ns, "opt", present)
 }
 
-func cachedAt(t *testing.T, mgr manager.Manager, obj client.Object, rv string) {
-	t.Helper()
-	testenv.Eventually(t, "cache", func() error {
-		c := obj.DeepCopyObject().(client.Object)
-		if err := mgr.GetClient().Get(context.Background(), client.ObjectKeyFromObject(obj), c); err != nil {
-			return err
-		}
-		if c.GetResourceVersion() != rv {
-			return fmt.Errorf("cached at %s, want %s", c.GetResourceVersion(), rv)
-		}
-		return nil
-	})
-}
-
-// A label-only ConfigMap change, and re-creating a ConfigMap with the same data, write nothing.
 func TestNoWriteWithoutDataChange(t *testing.T) {
 	ns := env.Namespace(t)
 	mgr := env.Manager(t)
@@ -202,17 +189,20 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm = configMap(t, ns, "settings", map[string]string{"k": "v"})
-	cachedAt(t, mgr, cm, cm.ResourceVersion)
-	cachedAt(t, mgr, d, d.ResourceVersion)
+	testenv.WaitCached(t, mgr.GetClient(), cm)
+	testenv.WaitCached(t, mgr.GetClient(), d)
 
-	r := &controller.Reconciler{}
 	writes := testenv.CountWrites(mgr.GetClient())
-	r.Client = writes
+	recorded := events.NewFakeRecorder(10)
+	r := &controller.Reconciler{Client: writes, Recorder: recorded}
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(d)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := writes.N(); n != 0 {
 		t.Fatalf("%d writes, want 0", n)
+	}
+	if n := len(recorded.Events); n != 0 {
+		t.Fatalf("%d events without a rollout, want 0", n)
 	}
 	after := &appsv1.Deployment{}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), after); err != nil {
@@ -252,10 +242,19 @@ func TestReferenceRemovalRecomputes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed ConfigMap(s): a, b")
 	setEnvFrom("b")
-	annotated(t, ns, "two", digestOf(t, ns, "b"))
+	d := annotated(t, ns, "two", digestOf(t, ns, "b"))
+	if got := d.Annotations[controller.ConfigMapsAnnotation]; !strings.HasPrefix(got, "b=") || strings.Contains(got, ",") {
+		t.Errorf("%s = %q, want b's digest alone", controller.ConfigMapsAnnotation, got)
+	}
+	// The event names what changed: a is no longer referenced.
+	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed ConfigMap(s): a")
 	setEnvFrom()
-	annotated(t, ns, "two", "")
+	d = annotated(t, ns, "two", "")
+	if _, ok := d.Annotations[controller.ConfigMapsAnnotation]; ok {
+		t.Errorf("%s left after the last reference went", controller.ConfigMapsAnnotation)
+	}
 }
 
 func TestSharedConfigMapAndTheIndex(t *testing.T) {
@@ -276,9 +275,8 @@ func TestSharedConfigMapAndTheIndex(t *testing.T) {
 	annotated(t, ns, "one", digestOf(t, ns, "shared"))
 	annotated(t, ns, "two", digestOf(t, ns, "shared"))
 
-	r := &controller.Reconciler{Client: mgr.GetClient()}
 	var got []string
-	for _, req := range r.Referencing(ctx, shared) {
+	for _, req := range controller.MapConfigMapToDeployments(mgr.GetClient())(ctx, shared) {
 		got = append(got, req.Name)
 	}
 	slices.Sort(got)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kpatterns/kpatterns/shared/testenv"
 	"github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/summary/controller"
 )
@@ -71,14 +72,20 @@ func BenchmarkReconcile1000Pods(b *testing.B) {
 	}
 	r := &controller.Reconciler{Client: mgr.GetClient()}
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)}
-	for { // until the manager's own reconcile has written the summary and the cache has it
-		if _, err := r.Reconcile(ctx, req); err == nil {
-			cached := &v1alpha1.Workload{}
-			if err := mgr.GetClient().Get(ctx, req.NamespacedName, cached); err == nil && cached.Status.Total == 1000 {
-				break
-			}
+	// Until the summary is written and the cache has it, polling with a deadline.
+	testenv.Eventually(b, "converged summary in the cache", func() error {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			return err
 		}
-	}
+		cached := &v1alpha1.Workload{}
+		if err := mgr.GetClient().Get(ctx, req.NamespacedName, cached); err != nil {
+			return err
+		}
+		if cached.Status.Total != 1000 {
+			return fmt.Errorf("cached total %d", cached.Status.Total)
+		}
+		return nil
+	})
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := r.Reconcile(ctx, req); err != nil {

@@ -135,16 +135,7 @@ func TestConvergedWorkloadGetsNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := waitSummary(t, ns, "x", summary{Total: 1, Ready: 1, Phases: v1alpha1.PodCounts{Running: 1}, Ready_: "True"})
-	testenv.Eventually(t, "cache", func() error {
-		c := &v1alpha1.Workload{}
-		if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(w), c); err != nil {
-			return err
-		}
-		if c.ResourceVersion != w.ResourceVersion {
-			return fmt.Errorf("cached at %s", c.ResourceVersion)
-		}
-		return nil
-	})
+	testenv.WaitCached(t, mgr.GetClient(), w)
 	writes := testenv.CountWrites(mgr.GetClient())
 	r := &controller.Reconciler{Client: writes}
 	for range 3 {
@@ -164,4 +155,35 @@ func TestEmptySelectorRejected(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.selector") {
 		t.Fatalf("err = %v, want Invalid on spec.selector", err)
 	}
+}
+
+// A terminating Pod (deletionTimestamp set; a finalizer holds it, as a kubelet's graceful stop
+// would) still counts in its phase but no longer as ready.
+func TestTerminatingPodIsNotReady(t *testing.T) {
+	ns := env.Namespace(t)
+	env.Manager(t)
+	ctx := context.Background()
+	p := pod(t, ns, "leaving", map[string]string{"app": "t"}, corev1.PodRunning, true)
+	p.Finalizers = []string{"test.kpatterns.dev/hold"}
+	if err := env.Client.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	pod(t, ns, "staying", map[string]string{"app": "t"}, corev1.PodRunning, true)
+	if err := env.Client.Create(ctx, &v1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: ns},
+		Spec: v1alpha1.WorkloadSpec{Selector: map[string]string{"app": "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, ns, "t", summary{Total: 2, Ready: 2, Phases: v1alpha1.PodCounts{Running: 2}, Ready_: "True"})
+	if err := env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, ns, "t", summary{Total: 2, Ready: 1, Phases: v1alpha1.PodCounts{Running: 2}, Ready_: "False"})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Finalizers = nil
+	if err := env.Client.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, ns, "t", summary{Total: 1, Ready: 1, Phases: v1alpha1.PodCounts{Running: 1}, Ready_: "True"})
 }

@@ -98,7 +98,10 @@ func TestStagesConvergeAndReportReady(t *testing.T) {
 	condition(t, ns, "web", "ConfigMapReady", metav1.ConditionTrue, "Ready")
 	condition(t, ns, "web", "ServiceReady", metav1.ConditionTrue, "Ready")
 	condition(t, ns, "web", "DeploymentReady", metav1.ConditionFalse, "Progressing")
-	condition(t, ns, "web", "Ready", metav1.ConditionFalse, "StagesNotReady")
+	// Ready takes the reason of the first stage that is not ready.
+	if c := condition(t, ns, "web", "Ready", metav1.ConditionFalse, "Progressing"); !strings.HasPrefix(c.Message, "DeploymentReady: ") {
+		t.Errorf("Ready message = %q", c.Message)
+	}
 
 	w = get(t, &v1alpha1.Widget{}, ns, "web")
 	cm := get(t, &corev1.ConfigMap{}, ns, "web")
@@ -166,19 +169,12 @@ func TestConvergedWidgetGetsNoWrite(t *testing.T) {
 	for _, o := range objs {
 		get(t, o, ns, "calm")
 		rvs[fmt.Sprintf("%T", o)] = o.GetResourceVersion()
-		// the reconciler reads the cache: let it catch up with what the API server has
-		testenv.Eventually(t, "cache", func() error {
-			c := o.DeepCopyObject().(client.Object)
-			if err := mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(o), c); err != nil {
-				return err
-			}
-			if c.GetResourceVersion() != o.GetResourceVersion() {
-				return fmt.Errorf("%T cached at %s, want %s", o, c.GetResourceVersion(), o.GetResourceVersion())
-			}
-			return nil
-		})
+		testenv.WaitCached(t, mgr.GetClient(), o) // the reconciler reads the cache
 	}
-	r := controller.NewReconciler(mgr)
+	r, err := controller.NewReconciler(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	writes := testenv.CountWrites(mgr.GetClient())
 	r.Client = writes
 	for range 3 {
@@ -263,18 +259,8 @@ func TestForeignChildAndDependencyRule(t *testing.T) {
 	if after.ResourceVersion != foreign.ResourceVersion {
 		t.Errorf("foreign ConfigMap changed: %+v", after)
 	}
-	testenv.Eventually(t, "NotOwned event", func() error {
-		list := &corev1.EventList{}
-		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Reason == "NotOwned" && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "taken" {
-				return nil
-			}
-		}
-		return fmt.Errorf("no NotOwned Warning event among %d", len(list.Items))
-	})
+	env.WaitForEvent(t, ns, "taken", corev1.EventTypeWarning, "NotOwned", "")
+	env.WaitForEvent(t, ns, "taken", corev1.EventTypeNormal, "ServiceReady", "Service taken on port 8080")
 }
 
 // A Widget deleted and re-created under the same name finds its predecessor's children (envtest
@@ -309,13 +295,9 @@ func TestRecreatedWidgetWaitsForGarbageCollection(t *testing.T) {
 	if after := get(t, &corev1.ConfigMap{}, ns, "again"); after.ResourceVersion != old.ResourceVersion {
 		t.Error("the predecessor's ConfigMap was written")
 	}
-	list := &corev1.EventList{}
-	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range list.Items {
-		if e.Reason == "NotOwned" {
-			t.Errorf("a NotOwned Warning for the predecessor's child: %s", e.Message)
+	for _, e := range env.Events(t, ns, "again") {
+		if e.Type == corev1.EventTypeWarning {
+			t.Errorf("a Warning for the predecessor's child: %s %s", e.Reason, e.Message)
 		}
 	}
 }

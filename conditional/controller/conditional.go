@@ -1,37 +1,60 @@
 // Package controller reconciles a ConfigProfile in two stages: Config picks the first matching
 // case and ensures the generated ConfigMap; Workload, which needs Config's digest, stamps it on an
 // owned Deployment's Pod template, so a new configuration rolls the Pods and an unchanged one
-// writes nothing.
+// writes nothing. A case may wait (suspended) or read an input ConfigMap named in the spec; a
+// profile that no case matches is a terminal error, reported in its status.
 package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"maps"
-	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/digest"
+	"github.com/kpatterns/kpatterns/shared/index"
+	"github.com/kpatterns/kpatterns/shared/rollout"
 	"github.com/kpatterns/kpatterns/shared/stages"
 )
 
-// Name is the pattern's name.
-const Name = "conditional"
+const (
+	// Name is the pattern's name.
+	Name = "conditional"
+	// Label marks the ConfigMaps this pattern caches: its generated children (value Child) and the
+	// inputs a user names in spec.configFrom (value Input). No other ConfigMap is cached.
+	Label = "patterns.kpatterns.dev/conditional"
+	Child = "child"
+	Input = "input"
+	// ProfileByInputIndex indexes ConfigProfiles by spec.configFrom, for ConfigMap → profiles.
+	ProfileByInputIndex = "conditional.profileByInput"
+	// SuspendedRecheck is how often a suspended profile is looked at again (a spec change
+	// reconciles it at once anyway).
+	SuspendedRecheck = time.Hour
+)
 
-// DigestAnnotation on the Pod template carries the configuration's digest.
-const DigestAnnotation = "patterns.kpatterns.dev/config-digest"
+// Reasons of the Config stage's condition (and of Ready, which takes the first stage not ready).
+const (
+	ReasonSuspended      = "Suspended"
+	ReasonInputMissing   = "InputMissing"
+	ReasonNoMatchingCase = "NoMatchingCase"
+)
 
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=configprofiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=configprofiles/status,verbs=get;patch
@@ -40,96 +63,162 @@ const DigestAnnotation = "patterns.kpatterns.dev/config-digest"
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Case is one branch of the Config stage: the first whose When holds wins.
+// State is what the stages of one ConfigProfile reconcile share.
+type State struct {
+	*stages.Scope[*v1alpha1.ConfigProfile]
+	// Digest of the generated configuration: set by Config, stamped by Workload.
+	Digest string
+}
+
+// Case is one branch of the Config stage: the first whose When holds is taken. Config generates
+// its configuration, or returns the Result that ends the stage instead (waiting, failed).
 type Case struct {
 	Name   string
 	When   func(*v1alpha1.ConfigProfile) bool
-	Config map[string]string
+	Config func(ctx context.Context, s *State) (map[string]string, *stages.Result)
 }
 
-// Cases in order: maintenance mode, then production, then the default.
+// Cases in order. The environment cases accept only the environments they name: a profile no case
+// matches is a terminal error, never a guess.
 var Cases = []Case{
+	{Name: "suspended", When: func(p *v1alpha1.ConfigProfile) bool { return p.Spec.Suspended }, Config: suspended},
 	{Name: "maintenance", When: func(p *v1alpha1.ConfigProfile) bool { return p.Spec.Maintenance },
-		Config: map[string]string{"mode": "maintenance", "read-only": "true", "log-level": "info"}},
+		Config: values(map[string]string{"mode": "maintenance", "read-only": "true", "log-level": "info"})},
+	{Name: "input", When: func(p *v1alpha1.ConfigProfile) bool { return p.Spec.ConfigFrom != "" }, Config: readInput},
 	{Name: "production", When: func(p *v1alpha1.ConfigProfile) bool { return p.Spec.Environment == "production" },
-		Config: map[string]string{"mode": "production", "log-level": "warn", "cache": "enabled"}},
-	{Name: "default", When: func(*v1alpha1.ConfigProfile) bool { return true },
-		Config: map[string]string{"mode": "development", "log-level": "debug"}},
+		Config: values(map[string]string{"mode": "production", "log-level": "warn", "cache": "enabled"})},
+	{Name: "default", When: func(p *v1alpha1.ConfigProfile) bool {
+		return p.Spec.Environment == "" || p.Spec.Environment == "development" || p.Spec.Environment == "staging"
+	}, Config: values(map[string]string{"mode": "development", "log-level": "debug"})},
 }
 
-// Match returns the first matching case and the configuration it generates: the case's values
-// with the profile's settings over them.
-func Match(p *v1alpha1.ConfigProfile) (string, map[string]string) {
+func values(config map[string]string) func(context.Context, *State) (map[string]string, *stages.Result) {
+	return func(context.Context, *State) (map[string]string, *stages.Result) { return config, nil }
+}
+
+func suspended(context.Context, *State) (map[string]string, *stages.Result) {
+	r := stages.Waiting(ReasonSuspended, "the profile is suspended: nothing is generated or rolled out", SuspendedRecheck)
+	return nil, &r
+}
+
+// readInput reads spec.configFrom from the cache; its label change or creation reconciles the
+// profile again through MapConfigMapToProfiles.
+func readInput(ctx context.Context, s *State) (map[string]string, *stages.Result) {
+	p := s.Object
+	cm := &corev1.ConfigMap{}
+	err := s.Reader().Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.ConfigFrom}, cm)
+	if apierrors.IsNotFound(err) || (err == nil && cm.Labels[Label] != Input) {
+		r := stages.Waiting(ReasonInputMissing, fmt.Sprintf("waiting for ConfigMap %s labelled %s=%s", p.Spec.ConfigFrom, Label, Input), 0)
+		return nil, &r
+	}
+	if err != nil {
+		r := stages.Failed(err)
+		return nil, &r
+	}
+	return cm.Data, nil
+}
+
+// Match returns the first case whose When holds, and false if none does.
+func Match(p *v1alpha1.ConfigProfile) (Case, bool) {
 	for _, c := range Cases {
 		if c.When(p) {
-			config := maps.Clone(c.Config)
-			maps.Copy(config, p.Spec.Settings)
-			return c.Name, config
+			return c, true
 		}
 	}
-	panic("conditional: the last case must always match")
-}
-
-// Digest is a sha256 over the configuration's keys in order, each key and value length-prefixed,
-// so that no two different configurations encode alike.
-func Digest(config map[string]string) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, k := range slices.Sorted(maps.Keys(config)) {
-		for _, s := range []string{k, config[k]} {
-			binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-			h.Write(n[:])
-			h.Write([]byte(s))
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return Case{}, false
 }
 
 // Stages of a ConfigProfile, in order.
-var Stages = []stages.Stage[*v1alpha1.ConfigProfile]{
+var Stages = []stages.Stage[*State]{
 	{Name: "Config", Run: configStage},
 	{Name: "Workload", Needs: []string{"Config"}, Run: workloadStage},
 }
 
-// CacheOptions keeps only this pattern's own children in the child informers.
+// Reconciler reconciles ConfigProfiles through Stages.
+type Reconciler = stages.Reconciler[*v1alpha1.ConfigProfile, *State]
+
+// CacheOptions caches only this pattern's ConfigMaps (children and labelled inputs) and its own
+// Deployments.
 func CacheOptions(o *cache.Options) {
-	stages.CacheChildren(o, Name, &corev1.ConfigMap{}, &appsv1.Deployment{})
+	stages.CacheChildren(o, Name, &appsv1.Deployment{})
+	req, err := labels.NewRequirement(Label, selection.In, []string{Child, Input})
+	if err != nil {
+		panic(err) // constant input
+	}
+	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Label: labels.NewSelector().Add(*req)})
 }
 
-// NewReconciler returns the stages reconciler of ConfigProfiles.
-func NewReconciler(mgr ctrl.Manager) *stages.Reconciler[*v1alpha1.ConfigProfile] {
-	return stages.NewReconciler(mgr, Name, func() *v1alpha1.ConfigProfile { return &v1alpha1.ConfigProfile{} }, Stages)
+// IndexProfileByInput is the index function of ProfileByInputIndex.
+func IndexProfileByInput(obj client.Object) []string {
+	if in := obj.(*v1alpha1.ConfigProfile).Spec.ConfigFrom; in != "" {
+		return []string{in}
+	}
+	return nil
 }
 
-// Setup registers the controller.
+// MapConfigMapToProfiles maps a cached ConfigMap to the profiles that read it, through the index.
+func MapConfigMapToProfiles(c client.Reader) handler.MapFunc {
+	return index.MapByName(c, func() client.ObjectList { return &v1alpha1.ConfigProfileList{} }, ProfileByInputIndex)
+}
+
+// NewReconciler returns the ConfigProfile reconciler, or an error if Stages is malformed.
+func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
+	return stages.New(mgr, Name, func() *v1alpha1.ConfigProfile { return &v1alpha1.ConfigProfile{} },
+		func(s *stages.Scope[*v1alpha1.ConfigProfile]) *State { return &State{Scope: s} }, Stages)
+}
+
+// Setup registers the index and the controller: spec changes, owned children, and changes to an
+// input ConfigMap reconcile the profile.
 func Setup(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ConfigProfile{}, ProfileByInputIndex, IndexProfileByInput); err != nil {
+		return err
+	}
+	r, err := NewReconciler(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ConfigProfile{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
-		Complete(NewReconciler(mgr))
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(MapConfigMapToProfiles(mgr.GetClient()))).
+		Complete(r)
 }
 
-func configStage(ctx context.Context, s *stages.State[*v1alpha1.ConfigProfile]) stages.Result {
+func configStage(ctx context.Context, s *State) stages.Result {
 	p := s.Object
-	matched, config := Match(p)
-	if err := s.Ensure(ctx, corev1ac.ConfigMap(p.Name, p.Namespace).WithData(config), &corev1.ConfigMap{}); err != nil {
+	c, ok := Match(p)
+	if !ok {
+		p.Status.MatchedCase = ""
+		return stages.Terminal(ReasonNoMatchingCase, fmt.Errorf("no case matches environment %q: use production, staging, development or leave it empty", p.Spec.Environment))
+	}
+	p.Status.MatchedCase = c.Name
+	generated, stop := c.Config(ctx, s)
+	if stop != nil {
+		return *stop
+	}
+	config := maps.Clone(generated)
+	if config == nil {
+		config = map[string]string{}
+	}
+	maps.Copy(config, p.Spec.Settings) // settings win over the case's values
+	ac := corev1ac.ConfigMap(p.Name, p.Namespace).WithLabels(map[string]string{Label: Child}).WithData(config)
+	if err := s.Ensure(ctx, ac, &corev1.ConfigMap{}); err != nil {
 		return stages.Failed(err)
 	}
-	p.Status.MatchedCase = matched
-	return stages.Done(Digest(config), fmt.Sprintf("case %s: %d keys", matched, len(config)))
+	s.Digest = digest.Map(config)
+	return stages.Done(fmt.Sprintf("case %s: %d keys", c.Name, len(config)))
 }
 
-func workloadStage(ctx context.Context, s *stages.State[*v1alpha1.ConfigProfile]) stages.Result {
+func workloadStage(ctx context.Context, s *State) stages.Result {
 	p := s.Object
-	digest := s.Output("Config").(string)
 	podLabels := map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/instance": p.Name}
 	ac := appsv1ac.Deployment(p.Name, p.Namespace).WithSpec(appsv1ac.DeploymentSpec().
 		WithReplicas(1).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(podLabels)).
 		WithTemplate(corev1ac.PodTemplateSpec().
 			WithLabels(podLabels).
-			WithAnnotations(map[string]string{DigestAnnotation: digest}).
+			WithAnnotations(map[string]string{digest.Annotation: s.Digest}).
 			WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().
 				WithName("app").
 				WithImage(p.Spec.Image).
@@ -138,9 +227,9 @@ func workloadStage(ctx context.Context, s *stages.State[*v1alpha1.ConfigProfile]
 	if err := s.Ensure(ctx, ac, d); err != nil {
 		return stages.Failed(err)
 	}
-	p.Status.ConfigDigest = digest
-	if why := stages.RolloutPending(d, 1); why != "" {
+	p.Status.ConfigDigest = s.Digest
+	if why := rollout.Pending(d, 1); why != "" {
 		return stages.Waiting("Progressing", why, 0)
 	}
-	return stages.Done(nil, "configuration "+digest[:12]+" rolled out")
+	return stages.Done("configuration " + s.Digest[:12] + " rolled out")
 }

@@ -9,43 +9,30 @@ import (
 func TestMatchFirstCaseWins(t *testing.T) {
 	for _, tc := range []struct {
 		spec v1alpha1.ConfigProfileSpec
-		want string
+		want string // "" = no case matches
 	}{
 		{v1alpha1.ConfigProfileSpec{}, "default"},
 		{v1alpha1.ConfigProfileSpec{Environment: "staging"}, "default"},
+		{v1alpha1.ConfigProfileSpec{Environment: "development"}, "default"},
 		{v1alpha1.ConfigProfileSpec{Environment: "production"}, "production"},
-		{v1alpha1.ConfigProfileSpec{Environment: "production", Maintenance: true}, "maintenance"},
-		{v1alpha1.ConfigProfileSpec{Maintenance: true}, "maintenance"},
+		{v1alpha1.ConfigProfileSpec{Environment: "production", ConfigFrom: "in"}, "input"},
+		{v1alpha1.ConfigProfileSpec{Environment: "production", Maintenance: true, ConfigFrom: "in"}, "maintenance"},
+		{v1alpha1.ConfigProfileSpec{Maintenance: true, Suspended: true}, "suspended"},
+		{v1alpha1.ConfigProfileSpec{Environment: "qa"}, ""},
+		{v1alpha1.ConfigProfileSpec{Environment: "qa", Suspended: true}, "suspended"},
 	} {
-		if got, _ := Match(&v1alpha1.ConfigProfile{Spec: tc.spec}); got != tc.want {
-			t.Errorf("Match(%+v) = %s, want %s", tc.spec, got, tc.want)
+		c, ok := Match(&v1alpha1.ConfigProfile{Spec: tc.spec})
+		if ok != (tc.want != "") || c.Name != tc.want {
+			t.Errorf("Match(%+v) = %q, %v; want %q", tc.spec, c.Name, ok, tc.want)
 		}
-	}
-	// Settings are layered over the case without changing the case's table.
-	_, config := Match(&v1alpha1.ConfigProfile{Spec: v1alpha1.ConfigProfileSpec{Settings: map[string]string{"mode": "custom"}}})
-	if config["mode"] != "custom" || Cases[2].Config["mode"] != "development" {
-		t.Errorf("config %v, default case %v", config, Cases[2].Config)
 	}
 }
 
-func TestDigestIsUnambiguous(t *testing.T) {
-	distinct := []map[string]string{
-		nil,
-		{"a": ""},
-		{"a": "bc"},
-		{"ab": "c"},
-		{"a": "b", "c": ""},
-		{"a": "b\x00c"},
+func TestIndexProfileByInput(t *testing.T) {
+	if got := IndexProfileByInput(&v1alpha1.ConfigProfile{}); got != nil {
+		t.Errorf("no input: %v", got)
 	}
-	seen := map[string]int{}
-	for i, m := range distinct {
-		d := Digest(m)
-		if j, ok := seen[d]; ok {
-			t.Errorf("configs %v and %v share a digest", distinct[j], m)
-		}
-		seen[d] = i
-	}
-	if Digest(map[string]string{"x": "1", "y": "2"}) != Digest(map[string]string{"y": "2", "x": "1"}) {
-		t.Error("the digest depends on map order")
+	if got := IndexProfileByInput(&v1alpha1.ConfigProfile{Spec: v1alpha1.ConfigProfileSpec{ConfigFrom: "in"}}); len(got) != 1 || got[0] != "in" {
+		t.Errorf("input: %v", got)
 	}
 }

@@ -6,6 +6,8 @@
 package localcluster
 
 import (
+	_ "embed"
+
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +31,11 @@ import (
 
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
+
+// kwokStages are the Stage objects kwok runs the fake node and its Pods with.
+//
+//go:embed kwok/stages.yaml
+var kwokStages []byte
 
 // NodeName is the kwok node's name.
 const NodeName = "kwok-node-0"
@@ -113,8 +120,8 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 	if err := os.WriteFile(caFile, cp.APIServer.SecureServing.CA, 0o600); err != nil {
 		return nil, err
 	}
-	stages, err := concat(controlplane.StageFiles(assets), filepath.Join(dir, "kwok-stages.yaml"))
-	if err != nil {
+	stages := filepath.Join(dir, "kwok-stages.yaml")
+	if err := os.WriteFile(stages, kwokStages, 0o644); err != nil {
 		return nil, err
 	}
 
@@ -303,24 +310,6 @@ func tail(path string) string {
 		out += ", first errors:\n" + strings.Join(errs, "\n") + "\n--- last lines"
 	}
 	return out + ":\n" + strings.Join(lines, "\n")
-}
-
-func concat(files []string, out string) (string, error) {
-	f, err := os.Create(out)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	for _, in := range files {
-		b, err := os.ReadFile(in)
-		if err != nil {
-			return "", err
-		}
-		if _, err := fmt.Fprintf(f, "---\n%s\n", b); err != nil {
-			return "", err
-		}
-	}
-	return out, f.Close()
 }
 
 // freePorts asks the kernel for n free loopback ports.

@@ -27,6 +27,8 @@ import (
 )
 
 const (
+	// Name is the pattern's name.
+	Name = "mirror"
 	// Label marks sources (value "true", set by users) and children (value "child", set here).
 	Label = "patterns.kpatterns.dev/mirror"
 	// Source and Child are the values of Label.
@@ -64,17 +66,17 @@ func CacheOptions(o *cache.Options) {
 
 // Setup registers the controller with a manager whose cache was built with CacheOptions.
 func Setup(mgr ctrl.Manager) error {
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("mirror")}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name)}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("mirror").
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(SourceOf)).
+		Named(Name).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(MapConfigMapToSource)).
 		Complete(r)
 }
 
-// SourceOf maps a cached ConfigMap event to the source it concerns: a source to itself, a child
+// MapConfigMapToSource maps a cached ConfigMap event to the source it concerns: a source to itself, a child
 // (owned or not) to the source its name derives from. The queue is keyed by source, so a burst
 // of events for one source and its child coalesces into one reconcile.
-func SourceOf(_ context.Context, obj client.Object) []reconcile.Request {
+func MapConfigMapToSource(_ context.Context, obj client.Object) []reconcile.Request {
 	name := obj.GetName()
 	switch obj.GetLabels()[Label] {
 	case Source:

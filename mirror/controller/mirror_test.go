@@ -19,7 +19,7 @@ func cm(name, label string) *corev1.ConfigMap {
 	return c
 }
 
-func TestSourceOf(t *testing.T) {
+func TestMapConfigMapToSource(t *testing.T) {
 	req := func(name string) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}}}
 	}
@@ -35,8 +35,8 @@ func TestSourceOf(t *testing.T) {
 		{cm("app", ""), nil},                          // unlabelled
 		{cm("app-mirror", Source), req("app-mirror")}, // a source whose name ends in -mirror
 	} {
-		if d := cmp.Diff(tc.want, SourceOf(context.Background(), tc.obj)); d != "" {
-			t.Errorf("SourceOf(%s %v) (-want +got):\n%s", tc.obj.Name, tc.obj.Labels, d)
+		if d := cmp.Diff(tc.want, MapConfigMapToSource(context.Background(), tc.obj)); d != "" {
+			t.Errorf("MapConfigMapToSource(%s %v) (-want +got):\n%s", tc.obj.Name, tc.obj.Labels, d)
 		}
 	}
 }

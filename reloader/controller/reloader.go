@@ -5,12 +5,10 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-	"hash"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/digest"
+	"github.com/kpatterns/kpatterns/shared/index"
 )
 
 const (
@@ -33,15 +34,20 @@ const (
 	Name = "reloader"
 	// OptIn labels the Deployments the reloader manages (value "true"); only those are cached.
 	OptIn = "patterns.kpatterns.dev/reloader"
-	// DigestAnnotation on the Pod template carries the digest of the referenced ConfigMaps.
-	DigestAnnotation = "patterns.kpatterns.dev/config-digest"
-	// RefIndex indexes Deployments by the ConfigMaps they reference ("<name>" within the
-	// Deployment's namespace: controller-runtime scopes field indexes by namespace).
-	RefIndex = "reloader.configMapRefs"
+	// ConfigMapsAnnotation on the Deployment's own metadata records a short digest of each
+	// referenced ConfigMap ("name=digest,..."), so a rollout can name the ConfigMaps that changed.
+	// The Pod template carries the combined digest under digest.Annotation.
+	ConfigMapsAnnotation = "patterns.kpatterns.dev/configmap-digests"
+	// DeploymentByConfigMapIndex indexes Deployments by the ConfigMaps they reference ("<name>"
+	// within the Deployment's namespace: controller-runtime scopes field indexes by namespace).
+	DeploymentByConfigMapIndex = "reloader.deploymentByConfigMap"
+	// ReasonRollingOut is the reason of the Normal event on a Deployment the reloader rolls.
+	ReasonRollingOut = "RollingOut"
 )
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Ref is one ConfigMap a Pod template references.
 type Ref struct {
@@ -91,37 +97,73 @@ func Refs(spec *corev1.PodSpec) []Ref {
 	return refs
 }
 
-// Digest is a sha256 over the referenced ConfigMaps in name order. Every field is tagged and
-// length-prefixed, so different contents never encode alike; a missing ConfigMap (nil) is an
-// explicit "absent" entry (Reconcile writes one only for optional references). Only name, data
-// and binaryData count: a label change is no change.
-func Digest(refs []Ref, get func(name string) *corev1.ConfigMap) string {
-	h := sha256.New()
-	for _, r := range refs {
-		field(h, 'n', []byte(r.Name))
-		cm := get(r.Name)
-		if cm == nil {
-			field(h, 'a', nil)
-			continue
+// Digests returns a digest of each referenced ConfigMap, in the order of refs: its name, data and
+// binaryData, every field tagged and length-prefixed so different contents never encode alike. A
+// missing ConfigMap (get returns nil) is an explicit "absent" entry (Reconcile writes one only for
+// optional references). A label change is no change.
+func Digests(refs []Ref, get func(name string) *corev1.ConfigMap) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		d := digest.New().Field('n', []byte(r.Name))
+		if cm := get(r.Name); cm == nil {
+			d.Field('a', nil)
+		} else {
+			d.Strings(cm.Data).Bytes(cm.BinaryData)
 		}
-		for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
-			field(h, 'k', []byte(k))
-			field(h, 'v', []byte(cm.Data[k]))
-		}
-		for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
-			field(h, 'K', []byte(k))
-			field(h, 'b', cm.BinaryData[k])
-		}
+		out[i] = d.String()
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return out
 }
 
-func field(h hash.Hash, tag byte, b []byte) {
-	var n [9]byte
-	n[0] = tag
-	binary.BigEndian.PutUint64(n[1:], uint64(len(b)))
-	h.Write(n[:])
-	h.Write(b)
+// Digest is the Pod template's digest of the referenced ConfigMaps: Combined(Digests(refs, get)).
+func Digest(refs []Ref, get func(name string) *corev1.ConfigMap) string {
+	return Combined(Digests(refs, get))
+}
+
+// Combined is the Pod template's digest: a digest of the per-ConfigMap digests, in name order.
+func Combined(digests []string) string {
+	d := digest.New()
+	for _, s := range digests {
+		d.Field('d', []byte(s))
+	}
+	return d.String()
+}
+
+// shortDigests is the value of ConfigMapsAnnotation.
+func shortDigests(refs []Ref, digests []string) string {
+	parts := make([]string, len(refs))
+	for i, r := range refs {
+		parts[i] = r.Name + "=" + digests[i][:12]
+	}
+	return strings.Join(parts, ",")
+}
+
+// changed names the ConfigMaps whose short digest differs between two ConfigMapsAnnotation
+// values (added, changed or no longer referenced), sorted.
+func changed(before, after string) []string {
+	parse := func(v string) map[string]string {
+		m := map[string]string{}
+		for _, part := range strings.Split(v, ",") {
+			if name, d, ok := strings.Cut(part, "="); ok {
+				m[name] = d
+			}
+		}
+		return m
+	}
+	b, a := parse(before), parse(after)
+	var names []string
+	for name := range maps.Keys(b) {
+		if a[name] != b[name] {
+			names = append(names, name)
+		}
+	}
+	for name := range maps.Keys(a) {
+		if _, ok := b[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // CacheOptions caches only opted-in Deployments; ConfigMaps are cached (without managedFields,
@@ -130,8 +172,8 @@ func CacheOptions(o *cache.Options) {
 	app.CacheByObject(o, &appsv1.Deployment{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{OptIn: "true"})})
 }
 
-// IndexRefs is the field index function of RefIndex.
-func IndexRefs(obj client.Object) []string {
+// IndexDeploymentByConfigMap is the field index function of DeploymentByConfigMapIndex.
+func IndexDeploymentByConfigMap(obj client.Object) []string {
 	refs := Refs(&obj.(*appsv1.Deployment).Spec.Template.Spec)
 	names := make([]string, len(refs))
 	for i, r := range refs {
@@ -142,36 +184,28 @@ func IndexRefs(obj client.Object) []string {
 
 // Reconciler keeps one Deployment's digest annotation current.
 type Reconciler struct {
-	Client client.Client
+	Client   client.Client
+	Recorder events.EventRecorder
 }
 
 // Setup registers the index and the controller: a Deployment event reconciles that Deployment; a
 // ConfigMap event reconciles exactly the Deployments whose index entry names it. The queue is
 // keyed by Deployment, so changes to several of its ConfigMaps in a burst coalesce.
 func Setup(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &appsv1.Deployment{}, RefIndex, IndexRefs); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &appsv1.Deployment{}, DeploymentByConfigMapIndex, IndexDeploymentByConfigMap); err != nil {
 		return err
 	}
-	r := &Reconciler{Client: mgr.GetClient()}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&appsv1.Deployment{}).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.Referencing)).
-		Complete(r)
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(MapConfigMapToDeployments(mgr.GetClient()))).
+		Complete(&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)})
 }
 
-// Referencing maps a ConfigMap to the cached Deployments that reference it, through the index.
-func (r *Reconciler) Referencing(ctx context.Context, cm client.Object) []reconcile.Request {
-	list := &appsv1.DeploymentList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(cm.GetNamespace()), client.MatchingFields{RefIndex: cm.GetName()}); err != nil {
-		logf.FromContext(ctx).Error(err, "listing Deployments that reference a ConfigMap", "configMap", cm.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
-	}
-	return reqs
+// MapConfigMapToDeployments maps a ConfigMap to the cached Deployments that reference it, through
+// the index.
+func MapConfigMapToDeployments(c client.Reader) handler.MapFunc {
+	return index.MapByName(c, func() client.ObjectList { return &appsv1.DeploymentList{} }, DeploymentByConfigMapIndex)
 }
 
 // Reconcile applies the digest of the Deployment's ConfigMaps to its Pod template, and removes it
@@ -187,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	refs := Refs(&d.Spec.Template.Spec)
 	var getErr error
 	var missing []string
-	digest := Digest(refs, func(name string) *corev1.ConfigMap {
+	digests := Digests(refs, func(name string) *corev1.ConfigMap {
 		cm := &corev1.ConfigMap{}
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, cm)
 		if err != nil {
@@ -210,16 +244,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		logf.FromContext(ctx).Info("waiting for required ConfigMaps", "missing", missing)
 		return reconcile.Result{}, nil
 	}
-	current, annotated := d.Spec.Template.Annotations[DigestAnnotation]
+	want := Combined(digests)
+	current, annotated := d.Spec.Template.Annotations[digest.Annotation]
 	ac := appsv1ac.Deployment(d.Name, d.Namespace)
 	switch {
-	case len(refs) == 0 && !annotated, len(refs) > 0 && current == digest:
+	case len(refs) == 0 && !annotated, len(refs) > 0 && current == want:
 		return reconcile.Result{}, nil
 	case len(refs) > 0:
-		ac.WithSpec(appsv1ac.DeploymentSpec().WithTemplate(corev1ac.PodTemplateSpec().
-			WithAnnotations(map[string]string{DigestAnnotation: digest})))
+		ac.WithAnnotations(map[string]string{ConfigMapsAnnotation: shortDigests(refs, digests)}).
+			WithSpec(appsv1ac.DeploymentSpec().WithTemplate(corev1ac.PodTemplateSpec().
+				WithAnnotations(map[string]string{digest.Annotation: want})))
 	}
-	// Server-side apply owns just this annotation; applying without it (no references left)
-	// removes it.
-	return reconcile.Result{}, r.Client.Apply(ctx, ac, client.FieldOwner(app.FieldManager(Name)), client.ForceOwnership)
+	// Server-side apply owns just these two annotations; applying without them (no references
+	// left) removes them.
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(app.FieldManager(Name)), client.ForceOwnership); err != nil {
+		return reconcile.Result{}, err
+	}
+	note := "the Pod template's digest was out of date" // edited by hand, say
+	if names := changed(d.Annotations[ConfigMapsAnnotation], ac.Annotations[ConfigMapsAnnotation]); len(names) > 0 {
+		note = fmt.Sprintf("rolling out for changed ConfigMap(s): %s", strings.Join(names, ", "))
+	}
+	r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "%s", note)
+	return reconcile.Result{}, nil
 }

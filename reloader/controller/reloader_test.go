@@ -73,6 +73,24 @@ func TestDigestIsUnambiguous(t *testing.T) {
 	}
 }
 
+func TestChangedNamesTheConfigMapsThatDiffer(t *testing.T) {
+	for _, tc := range []struct {
+		before, after string
+		want          []string
+	}{
+		{"", "a=1,b=2", []string{"a", "b"}},
+		{"a=1,b=2", "a=1,b=3", []string{"b"}},
+		{"a=1,b=2", "a=1", []string{"b"}},
+		{"a=1", "a=1,c=4", []string{"c"}},
+		{"a=1,b=2", "", []string{"a", "b"}},
+		{"a=1", "a=1", nil},
+	} {
+		if d := cmp.Diff(tc.want, changed(tc.before, tc.after)); d != "" {
+			t.Errorf("changed(%q, %q) (-want +got):\n%s", tc.before, tc.after, d)
+		}
+	}
+}
+
 // BenchmarkDigest is the digest's cost per referenced ConfigMap of 10 keys.
 func BenchmarkDigest(b *testing.B) {
 	data := map[string]string{}

@@ -28,11 +28,25 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-// scheme holds client-go's types and CRDs; patterns add theirs in Run.
-var scheme = func() *runtime.Scheme {
+// NewScheme returns a scheme with client-go's types and the given API groups' (a pattern's
+// AddToScheme, say): the one scheme constructor of managers, tests, the e2e suite and the demo.
+func NewScheme(addToScheme ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, addToScheme...) {
+		if add == nil {
+			continue
+		}
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// scheme knows what `manifests` and `install` write: client-go's types and CRDs.
+var scheme = func() *runtime.Scheme {
+	s, err := NewScheme(apiextensionsv1.AddToScheme)
+	utilruntime.Must(err) // constant input
 	return s
 }()
 
@@ -95,12 +109,9 @@ func Impersonate(cfg *rest.Config, namespace, pattern string) *rest.Config {
 // NewManager builds the manager `run` starts, with the pattern's scheme, cache scope (managedFields
 // always stripped), leader election, probes, metrics and controllers.
 func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, error) {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	if p.AddToScheme != nil {
-		if err := p.AddToScheme(s); err != nil {
-			return nil, err
-		}
+	s, err := NewScheme(p.AddToScheme)
+	if err != nil {
+		return nil, err
 	}
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(o.WatchNamespaces) > 0 {

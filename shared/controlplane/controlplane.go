@@ -14,25 +14,21 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Binaries are the executables found in an assets directory.
 var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 
-// Stages are the kwok Stage files copied from the kwok module into the assets directory's
-// stages/ folder: relative to the module's kustomize/stage directory.
-var Stages = []string{
-	"node/fast/node-initialize.yaml",
-	"node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-	"pod/fast/pod-ready.yaml",
-	"pod/fast/pod-complete.yaml",
-	"pod/fast/pod-delete.yaml",
-}
+// EnvtestBinaries are what integration tests need: the assets a kubebuilder user has from
+// setup-envtest.
+var EnvtestBinaries = []string{"etcd", "kube-apiserver"}
 
 // packages maps a binary name to its main package in the build module.
 var packages = map[string]string{
@@ -46,14 +42,18 @@ var packages = map[string]string{
 // buildModule is the module, relative to the repository root, that pins the versions.
 const buildModule = "tools/controlplane"
 
-// Ensure returns a directory holding every binary in Binaries and the kwok stages, building them
-// if this version is not cached yet. KUBEBUILDER_ASSETS, when it names a directory that holds all
-// binaries, is used as it is (for a pattern copied out of this repository).
-func Ensure(ctx context.Context) (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && complete(dir) {
+// Ensure returns a directory holding the binaries named in need (every one of Binaries if none
+// is named), building all of Binaries if this version is not cached yet. KUBEBUILDER_ASSETS, when
+// it names a directory that holds every needed binary, is used as it is (for a pattern copied out
+// of this repository: integration tests need only EnvtestBinaries).
+func Ensure(ctx context.Context, need ...string) (string, error) {
+	if len(need) == 0 {
+		need = Binaries
+	}
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && holds(dir, need) {
 		return dir, nil
 	}
-	mod, err := findBuildModule()
+	mod, err := findBuildModule(need)
 	if err != nil {
 		return "", err
 	}
@@ -98,8 +98,10 @@ func Ensure(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
-func complete(dir string) bool {
-	for _, b := range Binaries {
+func complete(dir string) bool { return holds(dir, Binaries) }
+
+func holds(dir string, binaries []string) bool {
+	for _, b := range binaries {
 		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
 			return false
 		}
@@ -108,7 +110,7 @@ func complete(dir string) bool {
 }
 
 // findBuildModule walks up from the working directory to the repository root.
-func findBuildModule() (string, error) {
+func findBuildModule(need []string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -122,7 +124,7 @@ func findBuildModule() (string, error) {
 		if parent == dir {
 			return "", errors.New("control-plane binaries: no " + buildModule +
 				" above the working directory; set KUBEBUILDER_ASSETS to a directory with " +
-				strings.Join(Binaries, ", "))
+				strings.Join(need, ", "))
 		}
 		dir = parent
 	}
@@ -165,66 +167,68 @@ func lock(path string) (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
+// Progress is where a build reports what it is doing: one line per step (module download, each
+// binary) and a line every HeartbeatEvery while a step runs, so a first run is never silent. Plain
+// lines, readable in CI logs and on a terminal alike.
+var (
+	Progress       io.Writer = os.Stderr
+	HeartbeatEvery           = 30 * time.Second
+)
+
 // build is a variable so tests can count builds without compiling Kubernetes.
 var build = func(ctx context.Context, mod, out string) error {
-	fmt.Fprintf(os.Stderr, "controlplane: building %s into %s (once per version; a cold build takes minutes)\n",
-		strings.Join(Binaries, ", "), out)
-	args := []string{"build", "-trimpath", "-o", out + string(filepath.Separator)}
-	for _, b := range Binaries {
-		args = append(args, packages[b])
-	}
-	if err := goCmd(ctx, mod, nil, args...); err != nil {
+	start := time.Now()
+	fmt.Fprintf(Progress, "controlplane: building %s once for this version (a cold build takes about 6 minutes on 2 cores)\n",
+		strings.Join(Binaries, ", "))
+	if err := step(ctx, start, "downloading modules", mod, "mod", "download"); err != nil {
 		return err
 	}
-	// go build names a binary after its package path's last element, less a major version suffix.
-	for _, b := range Binaries {
-		name := filepath.Base(strings.TrimSuffix(packages[b], "/v3"))
-		if name != b {
-			if err := os.Rename(filepath.Join(out, name), filepath.Join(out, b)); err != nil {
-				return err
-			}
-		}
-	}
-	var kwokDir bytes.Buffer
-	if err := goCmd(ctx, mod, &kwokDir, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"); err != nil {
-		return err
-	}
-	stageDir := filepath.Join(strings.TrimSpace(kwokDir.String()), "kustomize", "stage")
-	if err := os.MkdirAll(filepath.Join(out, "stages"), 0o755); err != nil {
-		return err
-	}
-	for _, s := range Stages {
-		b, err := os.ReadFile(filepath.Join(stageDir, s))
-		if err != nil {
-			return fmt.Errorf("kwok stage: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(out, "stages", filepath.Base(s)), b, 0o644); err != nil {
+	// One binary at a time: packages they share are compiled by the first and reused from the
+	// build cache by the rest, and every step can say which component it is on.
+	for i, b := range Binaries {
+		what := fmt.Sprintf("[%d/%d] %s", i+1, len(Binaries), b)
+		if err := step(ctx, start, what, mod, "build", "-trimpath", "-o", filepath.Join(out, b), packages[b]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func goCmd(ctx context.Context, dir string, stdout *bytes.Buffer, args ...string) error {
+// step runs one go command in mod, reporting its start, a heartbeat, and its end.
+func step(ctx context.Context, start time.Time, what, mod string, args ...string) error {
+	began := time.Now()
+	fmt.Fprintf(Progress, "controlplane: %s ...\n", what)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(HeartbeatEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fmt.Fprintf(Progress, "controlplane: %s still running: %s so far, %s in all\n", what, since(began), since(start))
+			}
+		}
+	}()
+	if err := goCmd(ctx, mod, args...); err != nil {
+		return err
+	}
+	fmt.Fprintf(Progress, "controlplane: %s done in %s (%s in all)\n", what, since(began), since(start))
+	return nil
+}
+
+func since(t time.Time) time.Duration { return time.Since(t).Round(time.Second) }
+
+func goCmd(ctx context.Context, dir string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=0")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if stdout != nil {
-		cmd.Stdout = stdout
-	}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return nil
-}
-
-// StageFiles returns the paths of the kwok stage files in an assets directory.
-func StageFiles(dir string) []string {
-	files := make([]string, 0, len(Stages))
-	for _, s := range Stages {
-		files = append(files, filepath.Join(dir, "stages", filepath.Base(s)))
-	}
-	return files
 }

@@ -1,9 +1,11 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,5 +94,44 @@ func TestKubebuilderAssetsWinsOnlyWhenComplete(t *testing.T) {
 	fakeBinaries(t, assets)
 	if d, _ := Ensure(context.Background()); d != assets {
 		t.Fatalf("Ensure = %s, want KUBEBUILDER_ASSETS %s", d, assets)
+	}
+}
+
+// Integration tests need only etcd and kube-apiserver: a KUBEBUILDER_ASSETS from setup-envtest.
+func TestKubebuilderAssetsWithEnvtestBinariesOnly(t *testing.T) {
+	t.Setenv("KPATTERNS_CACHE", t.TempDir())
+	assets := t.TempDir()
+	t.Setenv("KUBEBUILDER_ASSETS", assets)
+	for _, b := range EnvtestBinaries {
+		if err := os.WriteFile(filepath.Join(assets, b), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig := build
+	t.Cleanup(func() { build = orig })
+	build = func(context.Context, string, string) error { t.Error("built although the assets suffice"); return nil }
+	if d, err := Ensure(context.Background(), EnvtestBinaries...); err != nil || d != assets {
+		t.Fatalf("Ensure(envtest binaries) = %s, %v; want %s", d, err, assets)
+	}
+	build = func(_ context.Context, _, out string) error { fakeBinaries(t, out); return nil }
+	if d, err := Ensure(context.Background()); err != nil || d == assets {
+		t.Fatalf("Ensure(all) = %s, %v; want the cache, not assets without kube-controller-manager", d, err)
+	}
+}
+
+// A build step says what it runs and when it is done, so a first run is never silent.
+func TestStepReportsProgress(t *testing.T) {
+	var out bytes.Buffer
+	orig := Progress
+	t.Cleanup(func() { Progress = orig })
+	Progress = &out
+	if err := step(context.Background(), time.Now(), "[1/5] etcd", t.TempDir(), "env", "GOVERSION"); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "controlplane: [1/5] etcd ...\n") || !strings.Contains(got, "controlplane: [1/5] etcd done in ") {
+		t.Errorf("progress = %q", got)
+	}
+	if err := step(context.Background(), time.Now(), "bad", t.TempDir(), "no-such-command"); err == nil || !strings.Contains(err.Error(), "go no-such-command") {
+		t.Errorf("a failed step: %v", err)
 	}
 }

@@ -58,8 +58,8 @@ type ApplyConfiguration interface {
 //   - A child controlled by anything else is never written: a *NotOwnedError is returned. A child
 //     missing from the cache is looked up live once before it is created, so a foreign object
 //     outside the (label-selected) cache is not taken over.
-func (s *State[T]) Ensure(ctx context.Context, desired ApplyConfiguration, current client.Object) error {
-	r := s.r
+func (s *Scope[T]) Ensure(ctx context.Context, desired ApplyConfiguration, current client.Object) error {
+	r := s.c
 	u, err := s.desiredUnstructured(desired)
 	if err != nil {
 		return err
@@ -92,7 +92,7 @@ func (s *State[T]) Ensure(ctx context.Context, desired ApplyConfiguration, curre
 }
 
 // desiredUnstructured adds the owner reference, label and digest annotation to desired.
-func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructured.Unstructured, error) {
+func (s *Scope[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructured.Unstructured, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructure
 		return nil, err
 	}
 	sum := sha256.Sum256(b)
-	gvk, err := s.r.Client.GroupVersionKindFor(s.Object)
+	gvk, err := s.c.Client.GroupVersionKindFor(s.Object)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructure
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[ManagedByLabel] = s.r.ManagedBy
+	labels[ManagedByLabel] = s.c.ManagedBy
 	u.SetLabels(labels)
 	annotations := u.GetAnnotations()
 	if annotations == nil {
@@ -126,14 +126,14 @@ func (s *State[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructure
 	return u, nil
 }
 
-func (s *State[T]) notOwned(desired *unstructured.Unstructured, child metav1.Object) *NotOwnedError {
+func (s *Scope[T]) notOwned(desired *unstructured.Unstructured, child metav1.Object) *NotOwnedError {
 	ref := metav1.GetControllerOf(child)
 	own := desired.GetOwnerReferences()[0]
 	stale := ref != nil && ref.APIVersion == own.APIVersion && ref.Kind == own.Kind && ref.Name == own.Name
 	return &NotOwnedError{Kind: desired.GetKind(), Name: desired.GetName(), Stale: stale}
 }
 
-func (s *State[T]) owns(child metav1.Object) bool {
+func (s *Scope[T]) owns(child metav1.Object) bool {
 	ref := metav1.GetControllerOf(child)
 	return ref != nil && ref.UID == s.Object.GetUID()
 }

@@ -1,11 +1,17 @@
 // Package stages expresses a reconciler as an ordered table of named stages, and maintains the
 // custom resource's status from their results: one condition per stage (<Stage>Ready), Ready from
-// all of them, observedGeneration, and one status patch per reconcile, only when it changed.
+// all of them, observedGeneration, and one status patch per reconcile, in one deferred place, only
+// when it changed.
 //
-// A stage may depend on earlier stages (Needs) and read their outputs; a stage whose dependency
-// did not finish is not run, and its condition says which one it waits for. Children are written
-// with Ensure: server-side apply with the pattern's field manager and a controller
-// ownerReference, never onto a same-named object the custom resource does not own.
+// Stages share a typed state S that the pattern defines (as flux's reconcile steps share typed
+// values and cluster-api's reconcilers a *scope): S embeds *Scope[T] — the object and the means to
+// write its children — and adds the fields one stage sets for the next. A stage may depend on
+// earlier stages (Needs); one whose dependency did not finish is not run, and its condition says
+// which one it waits for. Needs are checked when the reconciler is built: an unknown or later
+// stage is an error then, not a stage that waits forever.
+//
+// Children are written with Scope.Ensure: server-side apply with the pattern's field manager and a
+// controller ownerReference, never onto a same-named object the custom resource does not own.
 package stages
 
 import (
@@ -14,6 +20,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,47 +33,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/conditions"
 )
 
-// Status is the part of a custom resource's status the framework owns; embed it inline:
-//
-//	type WidgetStatus struct {
-//		stages.Status `json:",inline"`
-//		ReadyReplicas int32 `json:"readyReplicas,omitempty"`
-//	}
-type Status struct {
-	// ObservedGeneration is the generation the conditions describe.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, and <Stage>Ready for every stage.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
-
-// DeepCopyInto copies s into out.
-func (s *Status) DeepCopyInto(out *Status) {
-	*out = *s
-	if s.Conditions != nil {
-		out.Conditions = make([]metav1.Condition, len(s.Conditions))
-		for i := range s.Conditions {
-			s.Conditions[i].DeepCopyInto(&out.Conditions[i])
-		}
-	}
-}
-
-// Object is a custom resource reconciled by stages.
+// Object is a custom resource reconciled by stages. Its API type implements these with plain
+// fields (status.conditions, status.observedGeneration): API packages import nothing from here.
 type Object interface {
 	client.Object
-	StageStatus() *Status
+	GetConditions() []metav1.Condition
+	SetConditions([]metav1.Condition)
+	SetObservedGeneration(int64)
 }
 
-// Condition types and reasons the framework sets.
+// Reasons the framework sets.
 const (
-	TypeReady                = "Ready"
 	ReasonReady              = "Ready"
-	ReasonNotReady           = "StagesNotReady"
 	ReasonDependencyNotReady = "DependencyNotReady"
 	ReasonNotOwned           = "NotOwned"
 	ReasonWaitingForGC       = "WaitingForGarbageCollection"
@@ -85,19 +66,16 @@ const (
 	failed
 )
 
-// Result is what a stage returns: Done, Waiting or Failed.
+// Result is what a stage returns: Done, Waiting, Failed or Terminal.
 type Result struct {
 	outcome      outcome
 	reason, msg  string
 	requeueAfter time.Duration
 	err          error
-	output       any
 }
 
-// Done: the stage converged; output is available to the stages that need it.
-func Done(output any, message string) Result {
-	return Result{outcome: done, output: output, msg: message}
-}
+// Done: the stage converged; what it set on the state is there for the stages that need it.
+func Done(message string) Result { return Result{outcome: done, msg: message} }
 
 // Waiting: the stage did its part and waits for something else (a rollout, say); requeueAfter
 // 0 waits for a watch event.
@@ -109,38 +87,85 @@ func Waiting(reason, message string, requeueAfter time.Duration) Result {
 // NotOwnedError, which is reported and retried every NotOwnedRetry.
 func Failed(err error) Result { return Result{outcome: failed, err: err} }
 
-// Stage is one named step. Its condition is <Name>Ready.
-type Stage[T Object] struct {
+// Terminal: the object as written cannot converge (a spec no case accepts, say); retrying would
+// not help, so the reconcile returns a reconcile.TerminalError and waits for the next change.
+func Terminal(reason string, err error) Result {
+	return Result{outcome: failed, reason: reason, msg: err.Error(), err: reconcile.TerminalError(err)}
+}
+
+// Stage is one named step over the pattern's state S. Its condition is <Name>Ready.
+type Stage[S any] struct {
 	Name  string
-	Needs []string // earlier stages whose outputs Run reads
-	Run   func(ctx context.Context, s *State[T]) Result
+	Needs []string // earlier stages that must be Done before this one runs
+	Run   func(ctx context.Context, s S) Result
 }
 
-// State is what a stage sees: the object, earlier outputs, and the means to write children.
-type State[T Object] struct {
-	Object  T
-	outputs map[string]any
-	r       *Reconciler[T]
+// Clients are what a stages reconciler reads and writes with.
+type Clients struct {
+	Client    client.Client // cache reads, writes
+	APIReader client.Reader // the live read before creating a child the cache does not hold
+	Recorder  events.EventRecorder
+	// FieldManager applies children; ManagedBy labels them (app.kubernetes.io/managed-by) so a
+	// label-selected cache holds them.
+	FieldManager, ManagedBy string
 }
 
-// Output returns the output of a stage this one Needs.
-func (s *State[T]) Output(stage string) any { return s.outputs[stage] }
+// Scope is what every stage's state embeds: the object being reconciled and the means to read
+// the cache and write children.
+type Scope[T Object] struct {
+	Object T
+	c      *Clients
+}
+
+// Reader reads from the manager's cache.
+func (s *Scope[T]) Reader() client.Reader { return s.c.Client }
 
 // Reconciler runs the stages of one kind of custom resource.
-type Reconciler[T Object] struct {
-	Client       client.Client // cache reads, writes
-	APIReader    client.Reader // the live read before creating a child the cache does not hold
-	Recorder     events.EventRecorder
-	FieldManager string
-	// ManagedBy labels children (app.kubernetes.io/managed-by) so a label-selected cache holds them.
-	ManagedBy string
-	New       func() T
-	Stages    []Stage[T]
+type Reconciler[T Object, S any] struct {
+	Clients
+	newObject func() T
+	newState  func(*Scope[T]) S
+	stages    []Stage[S]
 }
 
-// Reconcile runs every stage in order and patches the status once if it changed.
-func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	obj := r.New()
+// New returns the stages reconciler of a pattern — clients and event recorder from the manager,
+// field manager and managed-by label kpatterns-<pattern> — or an error if the table is malformed:
+// an empty or repeated name, or a Need that is not an earlier stage.
+func New[T Object, S any](mgr manager.Manager, pattern string, newObject func() T, newState func(*Scope[T]) S, table []Stage[S]) (*Reconciler[T, S], error) {
+	if err := Validate(table); err != nil {
+		return nil, err
+	}
+	return &Reconciler[T, S]{
+		Clients: Clients{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(pattern),
+			FieldManager: app.FieldManager(pattern), ManagedBy: app.FieldManager(pattern)},
+		newObject: newObject, newState: newState, stages: table,
+	}, nil
+}
+
+// Validate checks a stage table: names non-empty and unique, every Need an earlier stage.
+func Validate[S any](table []Stage[S]) error {
+	earlier := map[string]bool{}
+	for i, st := range table {
+		if st.Name == "" || st.Run == nil {
+			return fmt.Errorf("stage %d: a stage needs a Name and a Run", i)
+		}
+		if earlier[st.Name] {
+			return fmt.Errorf("stage %s: the name is used twice", st.Name)
+		}
+		for _, need := range st.Needs {
+			if !earlier[need] {
+				return fmt.Errorf("stage %s needs %q, which is not an earlier stage", st.Name, need)
+			}
+		}
+		earlier[st.Name] = true
+	}
+	return nil
+}
+
+// Reconcile runs every stage in order; a deferred step patches the status once, if it changed,
+// whatever path the reconcile returns by.
+func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+	obj := r.newObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -148,87 +173,121 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, nil // children go with it, by garbage collection
 	}
 	before := obj.DeepCopyObject().(T)
-	s := &State[T]{Object: obj, outputs: map[string]any{}, r: r}
-	status := obj.StageStatus()
+	defer func() {
+		if err := r.patchStatus(ctx, before, obj); err != nil {
+			retErr = errors.Join(retErr, fmt.Errorf("status: %w", err))
+		}
+	}()
+
+	s := r.newState(&Scope[T]{Object: obj, c: &r.Clients})
+	conds := obj.GetConditions()
 	finished := map[string]bool{}
 	var requeue time.Duration
 	var errs []error
-	var notReady []string
-	for _, stage := range r.Stages {
-		cond := r.run(ctx, s, stage, finished)
+	var notReady *metav1.Condition
+	for _, stage := range r.stages {
+		c, res := r.run(ctx, s, stage, finished, obj.GetGeneration())
 		switch {
-		case cond.res.outcome == failed && errors.As(cond.res.err, new(*NotOwnedError)):
+		case res.outcome == failed && errors.As(res.err, new(*NotOwnedError)):
 			requeue = minPositive(requeue, NotOwnedRetry)
-		case cond.res.outcome == failed:
-			errs = append(errs, fmt.Errorf("stage %s: %w", stage.Name, cond.res.err))
-		case cond.res.outcome == waiting:
-			requeue = minPositive(requeue, cond.res.requeueAfter)
+		case res.outcome == failed:
+			errs = append(errs, fmt.Errorf("stage %s: %w", stage.Name, res.err))
+		case res.outcome == waiting:
+			requeue = minPositive(requeue, res.requeueAfter)
 		}
-		if cond.Status != metav1.ConditionTrue {
-			notReady = append(notReady, stage.Name)
+		r.event(obj, meta.FindStatusCondition(conds, c.Type), c, res, stage.Name)
+		meta.SetStatusCondition(&conds, c)
+		if c.Status != metav1.ConditionTrue && notReady == nil {
+			notReady = &c
 		}
-		meta.SetStatusCondition(&status.Conditions, cond.Condition)
 	}
-	ready := metav1.Condition{Type: TypeReady, Status: metav1.ConditionTrue, Reason: ReasonReady,
+	// Ready sums up the stages: True when all are, else the first stage that is not, as flux's
+	// summarize does, so `kubectl get` shows the reason that matters.
+	ready := metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionTrue, Reason: ReasonReady,
 		Message: "all stages are ready", ObservedGeneration: obj.GetGeneration()}
-	if len(notReady) > 0 {
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonNotReady, fmt.Sprintf("not ready: %v", notReady)
+	if notReady != nil {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, notReady.Reason, notReady.Type+": "+notReady.Message
 	}
-	meta.SetStatusCondition(&status.Conditions, ready)
-	status.ObservedGeneration = obj.GetGeneration()
-
-	if !apiequality.Semantic.DeepEqual(before, obj) {
-		// Optimistic lock: a status computed from a stale read fails with a conflict and is retried.
-		patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
-		if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
-			errs = append(errs, fmt.Errorf("status: %w", err))
-		}
-	}
-	if len(errs) > 0 {
-		return reconcile.Result{}, errors.Join(errs...)
-	}
-	return reconcile.Result{RequeueAfter: requeue}, nil
+	meta.SetStatusCondition(&conds, ready)
+	obj.SetConditions(conds)
+	obj.SetObservedGeneration(obj.GetGeneration())
+	return reconcile.Result{RequeueAfter: requeue}, joinErrors(errs)
 }
 
-type stageCondition struct {
-	metav1.Condition
-	res Result
+// patchStatus writes the status if the reconcile changed it. The optimistic lock makes a status
+// computed from a stale read fail with a conflict, and the reconcile is retried.
+func (r *Reconciler[T, S]) patchStatus(ctx context.Context, before, obj T) error {
+	if apiequality.Semantic.DeepEqual(before, obj) {
+		return nil
+	}
+	return r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// joinErrors returns a terminal error only if every error is terminal: a retryable failure of
+// one stage must still be retried.
+func joinErrors(errs []error) error {
+	var retry []error
+	for _, err := range errs {
+		if !errors.Is(err, reconcile.TerminalError(nil)) {
+			retry = append(retry, err)
+		}
+	}
+	if len(retry) > 0 {
+		return errors.Join(retry...)
+	}
+	return errors.Join(errs...)
 }
 
 // run runs one stage unless a dependency did not finish, and turns its result into a condition.
-func (r *Reconciler[T]) run(ctx context.Context, s *State[T], stage Stage[T], finished map[string]bool) stageCondition {
-	c := stageCondition{Condition: metav1.Condition{Type: stage.Name + "Ready", ObservedGeneration: s.Object.GetGeneration()}}
+func (r *Reconciler[T, S]) run(ctx context.Context, s S, stage Stage[S], finished map[string]bool, generation int64) (metav1.Condition, Result) {
+	c := metav1.Condition{Type: stage.Name + "Ready", ObservedGeneration: generation}
 	for _, need := range stage.Needs {
 		if !finished[need] {
 			c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonDependencyNotReady, "waiting for stage "+need
-			c.res = Result{outcome: waiting}
-			return c
+			return c, Result{outcome: waiting}
 		}
 	}
-	c.res = stage.Run(ctx, s)
-	switch c.res.outcome {
+	res := stage.Run(ctx, s)
+	switch res.outcome {
 	case done:
 		finished[stage.Name] = true
-		s.outputs[stage.Name] = c.res.output
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonReady, c.res.msg
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonReady, res.msg
 	case waiting:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, c.res.reason, c.res.msg
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, res.reason, res.msg
 	case failed:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonFailed, c.res.err.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonFailed, res.err.Error()
+		if res.msg != "" {
+			c.Message = res.msg
+		}
 		var notOwned *NotOwnedError
-		if errors.As(c.res.err, &notOwned) && notOwned.Stale {
+		switch {
+		case res.reason != "":
+			c.Reason = res.reason
+		case errors.As(res.err, &notOwned) && notOwned.Stale:
 			c.Reason = ReasonWaitingForGC // the owner reference's event brings the next reconcile
-		} else if errors.As(c.res.err, &notOwned) {
+		case errors.As(res.err, &notOwned):
 			c.Reason = ReasonNotOwned
-			r.Recorder.Eventf(s.Object, nil, "Warning", ReasonNotOwned, stage.Name, "%s", notOwned.Error())
-		} else if reason := apierrors.ReasonForError(c.res.err); reason != metav1.StatusReasonUnknown {
-			c.Reason = string(reason) // Conflict, Forbidden, Invalid, ...
+		case apierrors.ReasonForError(res.err) != metav1.StatusReasonUnknown:
+			c.Reason = string(apierrors.ReasonForError(res.err)) // Conflict, Forbidden, Invalid, ...
 		}
 	}
 	if c.Message == "" {
 		c.Message = stage.Name + " " + map[bool]string{true: "ready", false: "not ready"}[c.Status == metav1.ConditionTrue]
 	}
-	return c
+	return c, res
+}
+
+// event records a stage's transition, never a steady state: Normal when it becomes ready,
+// Warning when it fails with a reason it did not fail with before. Waiting — for a dependency, a
+// rollout, or the garbage collector — is no failure.
+func (r *Reconciler[T, S]) event(obj T, prev *metav1.Condition, c metav1.Condition, res Result, action string) {
+	wasReady := prev != nil && prev.Status == metav1.ConditionTrue
+	switch {
+	case c.Status == metav1.ConditionTrue && !wasReady:
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, c.Type, action, "%s", c.Message)
+	case res.outcome == failed && c.Reason != ReasonWaitingForGC && (prev == nil || prev.Reason != c.Reason):
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, c.Reason, action, "%s", c.Message)
+	}
 }
 
 func minPositive(a, b time.Duration) time.Duration {
@@ -236,16 +295,6 @@ func minPositive(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
-}
-
-// NewReconciler returns the stages reconciler of a pattern: its clients and event recorder from
-// the manager, field manager and managed-by label kpatterns-<pattern>.
-func NewReconciler[T Object](mgr manager.Manager, pattern string, newObject func() T, stages []Stage[T]) *Reconciler[T] {
-	return &Reconciler[T]{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(pattern),
-		FieldManager: app.FieldManager(pattern), ManagedBy: app.FieldManager(pattern),
-		New: newObject, Stages: stages,
-	}
 }
 
 // CacheChildren narrows the informers of the given child kinds to the pattern's own children

@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,9 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,28 +58,32 @@ func Main(m *testing.M, p app.Pattern, set func(*Env)) {
 	os.Exit(code)
 }
 
-// Start boots etcd and kube-apiserver and installs p's manifests.
-func Start(p app.Pattern) (*Env, error) {
+// Start boots etcd and kube-apiserver and installs p's manifests. If a step after the start
+// fails, it stops what it started: no etcd or kube-apiserver outlives a failed Start.
+func Start(p app.Pattern) (_ *Env, retErr error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dir, err := controlplane.Ensure(ctx)
+	dir, err := controlplane.Ensure(ctx, controlplane.EnvtestBinaries...)
 	if err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // stopping a process that is not running is a no-op
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
-	e := &Env{Admin: cfg, Pattern: p, env: env}
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if p.AddToScheme != nil {
-		if err := p.AddToScheme(s); err != nil {
-			return nil, err
+	defer func() {
+		if retErr != nil {
+			if err := env.Stop(); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("stopping envtest: %w", err))
+			}
 		}
+	}()
+	e := &Env{Admin: cfg, Pattern: p, env: env}
+	s, err := app.NewScheme(p.AddToScheme)
+	if err != nil {
+		return nil, err
 	}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return nil, err

@@ -20,14 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/conditions"
 	"github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 )
 
 // Name is the pattern's name.
 const Name = "summary"
 
-// SelectorIndex indexes Workloads by each "key=value" pair of their selector.
-const SelectorIndex = "summary.selectorPairs"
+// WorkloadBySelectorIndex indexes Workloads by each "key=value" pair of their selector.
+const WorkloadBySelectorIndex = "summary.workloadBySelector"
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads,verbs=get;list;watch
@@ -59,8 +60,8 @@ func StripPod(obj any) (any, error) {
 	return stripped, nil
 }
 
-// SelectorPairs is the index function of SelectorIndex.
-func SelectorPairs(obj client.Object) []string {
+// IndexWorkloadBySelector is the index function of WorkloadBySelectorIndex.
+func IndexWorkloadBySelector(obj client.Object) []string {
 	sel := obj.(*v1alpha1.Workload).Spec.Selector
 	pairs := make([]string, 0, len(sel))
 	for _, k := range slices.Sorted(maps.Keys(sel)) {
@@ -76,39 +77,40 @@ type Reconciler struct {
 
 // Setup registers the index and the controller.
 func Setup(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Workload{}, SelectorIndex, SelectorPairs); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Workload{}, WorkloadBySelectorIndex, IndexWorkloadBySelector); err != nil {
 		return err
 	}
-	r := &Reconciler{Client: mgr.GetClient()}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1alpha1.Workload{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.WorkloadsOf)).
-		Complete(r)
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(MapPodToWorkloads(mgr.GetClient()))).
+		Complete(&Reconciler{Client: mgr.GetClient()})
 }
 
-// WorkloadsOf maps a Pod (old and new on an update) to the Workloads whose selector it matches.
-// Only Workloads in the Pod's namespace whose selector shares one of the Pod's labels are
+// MapPodToWorkloads maps a Pod (old and new on an update) to the Workloads whose selector it
+// matches. Only Workloads in the Pod's namespace whose selector shares one of the Pod's labels are
 // looked at, through the index: a Pod event never scans every Workload in the cluster.
-func (r *Reconciler) WorkloadsOf(ctx context.Context, pod client.Object) []reconcile.Request {
-	podLabels := pod.GetLabels()
-	seen := map[string]bool{}
-	var reqs []reconcile.Request
-	for k, v := range podLabels {
-		list := &v1alpha1.WorkloadList{}
-		if err := r.Client.List(ctx, list, client.InNamespace(pod.GetNamespace()), client.MatchingFields{SelectorIndex: k + "=" + v}); err != nil {
-			logf.FromContext(ctx).Error(err, "listing Workloads for a Pod", "pod", pod.GetName())
-			return nil
-		}
-		for i := range list.Items {
-			w := &list.Items[i]
-			if !seen[w.Name] && Matches(w.Spec.Selector, podLabels) {
-				seen[w.Name] = true
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+func MapPodToWorkloads(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, pod client.Object) []reconcile.Request {
+		podLabels := pod.GetLabels()
+		seen := map[string]bool{}
+		var reqs []reconcile.Request
+		for k, v := range podLabels {
+			list := &v1alpha1.WorkloadList{}
+			if err := c.List(ctx, list, client.InNamespace(pod.GetNamespace()), client.MatchingFields{WorkloadBySelectorIndex: k + "=" + v}); err != nil {
+				logf.FromContext(ctx).Error(err, "listing Workloads for a Pod", "pod", pod.GetName())
+				return nil
+			}
+			for i := range list.Items {
+				w := &list.Items[i]
+				if !seen[w.Name] && Matches(w.Spec.Selector, podLabels) {
+					seen[w.Name] = true
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+				}
 			}
 		}
+		return reqs
 	}
-	return reqs
 }
 
 // Matches reports whether labels carry every pair of a non-empty selector.
@@ -124,7 +126,8 @@ func Matches(selector, labels map[string]string) bool {
 	return true
 }
 
-// Summarize counts Pods.
+// Summarize counts Pods. A terminating Pod (deletionTimestamp set) counts in its phase but not as
+// ready: it is going away, whatever its last Ready condition said.
 func Summarize(pods []corev1.Pod) (total, ready int32, phases v1alpha1.PodCounts) {
 	for i := range pods {
 		p := &pods[i]
@@ -140,6 +143,9 @@ func Summarize(pods []corev1.Pod) (total, ready int32, phases v1alpha1.PodCounts
 			phases.Pending++
 		default:
 			phases.Unknown++
+		}
+		if p.DeletionTimestamp != nil {
+			continue
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
@@ -164,7 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	st := &w.Status
 	st.Total, st.Ready, st.Phases = Summarize(pods.Items)
 	st.ObservedGeneration = w.Generation
-	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, ObservedGeneration: w.Generation}
+	cond := metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionFalse, ObservedGeneration: w.Generation}
 	switch {
 	case len(w.Spec.Selector) == 0:
 		cond.Reason, cond.Message = "NoSelector", "the selector is empty" // the CRD rejects this; older objects

@@ -51,4 +51,9 @@ func TestMatchesAndSummarize(t *testing.T) {
 	if total != 7 || ready != 1 || phases != (v1alpha1.PodCounts{Pending: 2, Running: 2, Succeeded: 1, Failed: 1, Unknown: 1}) {
 		t.Errorf("Summarize = %d, %d, %+v", total, ready, phases)
 	}
+	terminating := pod(corev1.PodRunning, "True")
+	terminating.DeletionTimestamp = &metav1.Time{}
+	if total, ready, phases := Summarize([]corev1.Pod{terminating}); total != 1 || ready != 0 || phases.Running != 1 {
+		t.Errorf("a terminating ready Pod: Summarize = %d, %d, %+v; want 1 Pod, running, not ready", total, ready, phases)
+	}
 }

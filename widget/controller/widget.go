@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/kpatterns/kpatterns/shared/rollout"
 	"github.com/kpatterns/kpatterns/shared/stages"
 	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
@@ -35,32 +36,45 @@ const ConfigMountPath = "/etc/widget"
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// State is what the stages of one Widget reconcile share.
+type State struct {
+	*stages.Scope[*v1alpha1.Widget]
+}
+
 // Stages of a Widget, in order.
-var Stages = []stages.Stage[*v1alpha1.Widget]{
+var Stages = []stages.Stage[*State]{
 	{Name: "ConfigMap", Run: configMap},
 	{Name: "Deployment", Needs: []string{"ConfigMap"}, Run: deployment},
 	{Name: "Service", Run: service},
 }
+
+// Reconciler reconciles Widgets through Stages.
+type Reconciler = stages.Reconciler[*v1alpha1.Widget, *State]
 
 // CacheOptions keeps only this pattern's own children in the child informers.
 func CacheOptions(o *cache.Options) {
 	stages.CacheChildren(o, Name, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{})
 }
 
-// NewReconciler returns the stages reconciler of Widgets.
-func NewReconciler(mgr ctrl.Manager) *stages.Reconciler[*v1alpha1.Widget] {
-	return stages.NewReconciler(mgr, Name, func() *v1alpha1.Widget { return &v1alpha1.Widget{} }, Stages)
+// NewReconciler returns the Widget reconciler, or an error if Stages is malformed.
+func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
+	return stages.New(mgr, Name, func() *v1alpha1.Widget { return &v1alpha1.Widget{} },
+		func(s *stages.Scope[*v1alpha1.Widget]) *State { return &State{Scope: s} }, Stages)
 }
 
 // Setup registers the controller: Widget spec changes and any change to an owned child
 // (including its deletion, or the Deployment's rollout status) reconcile the Widget.
 func Setup(mgr ctrl.Manager) error {
+	r, err := NewReconciler(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Widget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
-		Complete(NewReconciler(mgr))
+		Complete(r)
 }
 
 // PodLabels select a Widget's Pods.
@@ -68,15 +82,15 @@ func PodLabels(w *v1alpha1.Widget) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/instance": w.Name}
 }
 
-func configMap(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {
+func configMap(ctx context.Context, s *State) stages.Result {
 	w := s.Object
 	if err := s.Ensure(ctx, corev1ac.ConfigMap(w.Name, w.Namespace).WithData(w.Spec.Config), &corev1.ConfigMap{}); err != nil {
 		return stages.Failed(err)
 	}
-	return stages.Done(nil, fmt.Sprintf("ConfigMap %s holds %d key(s)", w.Name, len(w.Spec.Config)))
+	return stages.Done(fmt.Sprintf("ConfigMap %s holds %d key(s)", w.Name, len(w.Spec.Config)))
 }
 
-func deployment(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {
+func deployment(ctx context.Context, s *State) stages.Result {
 	w := s.Object
 	replicas := int32(1)
 	if w.Spec.Replicas != nil {
@@ -100,13 +114,13 @@ func deployment(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.R
 		return stages.Failed(err)
 	}
 	w.Status.ReadyReplicas = d.Status.ReadyReplicas
-	if why := stages.RolloutPending(d, replicas); why != "" {
+	if why := rollout.Pending(d, replicas); why != "" {
 		return stages.Waiting("Progressing", why, 0) // the Deployment's status change brings us back
 	}
-	return stages.Done(nil, fmt.Sprintf("%d/%d replicas ready", d.Status.ReadyReplicas, replicas))
+	return stages.Done(fmt.Sprintf("%d/%d replicas ready", d.Status.ReadyReplicas, replicas))
 }
 
-func service(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Result {
+func service(ctx context.Context, s *State) stages.Result {
 	w := s.Object
 	ac := corev1ac.Service(w.Name, w.Namespace).WithSpec(corev1ac.ServiceSpec().
 		WithSelector(PodLabels(w)).
@@ -114,5 +128,5 @@ func service(ctx context.Context, s *stages.State[*v1alpha1.Widget]) stages.Resu
 	if err := s.Ensure(ctx, ac, &corev1.Service{}); err != nil {
 		return stages.Failed(err)
 	}
-	return stages.Done(nil, fmt.Sprintf("Service %s on port %d", w.Name, w.Spec.Port))
+	return stages.Done(fmt.Sprintf("Service %s on port %d", w.Name, w.Spec.Port))
 }

@@ -2,8 +2,6 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kpatterns/kpatterns/shared/stages"
 )
 
 // ConfigProfileSpec selects a case and the values layered on top of it.
@@ -13,11 +11,22 @@ type ConfigProfileSpec struct {
 	// +required
 	Image string `json:"image"`
 
-	// Maintenance, when true, matches the maintenance case before any other.
+	// Suspended, when true, matches first: nothing is generated or rolled until it is false again.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
+
+	// Maintenance, when true, matches the maintenance case before any other but suspended.
 	// +optional
 	Maintenance bool `json:"maintenance,omitempty"`
 
-	// Environment "production" matches the production case; anything else falls to the default.
+	// ConfigFrom names a ConfigMap in the profile's namespace, labelled
+	// patterns.kpatterns.dev/conditional=input, whose data is the configuration (the input case).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ConfigFrom string `json:"configFrom,omitempty"`
+
+	// Environment "production" matches the production case; "development", "staging" or empty
+	// the default case. Any other value matches no case: the profile reports NoMatchingCase.
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Environment string `json:"environment,omitempty"`
@@ -31,7 +40,15 @@ type ConfigProfileSpec struct {
 
 // ConfigProfileStatus records which case matched and what was rolled out.
 type ConfigProfileStatus struct {
-	stages.Status `json:",inline"`
+	// ObservedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, and <Stage>Ready for every stage.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// MatchedCase is the first case whose condition held.
 	// +optional
@@ -58,8 +75,14 @@ type ConfigProfile struct {
 	Status ConfigProfileStatus `json:"status,omitempty"`
 }
 
-// StageStatus lets the stages framework maintain the conditions.
-func (p *ConfigProfile) StageStatus() *stages.Status { return &p.Status.Status }
+// GetConditions returns the status conditions (the stages reconciler maintains them).
+func (p *ConfigProfile) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (p *ConfigProfile) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }
+
+// SetObservedGeneration records the generation the status describes.
+func (p *ConfigProfile) SetObservedGeneration(g int64) { p.Status.ObservedGeneration = g }
 
 // ConfigProfileList is a list of ConfigProfiles.
 // +kubebuilder:object:root=true

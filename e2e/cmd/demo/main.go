@@ -18,11 +18,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -34,7 +33,10 @@ import (
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
-	"github.com/kpatterns/kpatterns/shared/stages"
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/conditions"
+	"github.com/kpatterns/kpatterns/shared/digest"
+	"github.com/kpatterns/kpatterns/shared/rollout"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
@@ -65,11 +67,10 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("no local cluster (%v): run go tool task cluster:up", err)
 	}
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(widgetv1alpha1.AddToScheme(s))
-	utilruntime.Must(conditionalv1alpha1.AddToScheme(s))
-	utilruntime.Must(summaryv1alpha1.AddToScheme(s))
+	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme)
+	if err != nil {
+		return err
+	}
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
@@ -172,17 +173,46 @@ func (d *demo) conditional() error {
 		return err
 	}
 	step("Switch to production: a different configuration, a new digest, a new ReplicaSet")
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return err
-		}
-		p.Spec.Environment = "production"
-		return d.c.Update(d.ctx, p)
+	if err := d.updateProfile(p, func(s *conditionalv1alpha1.ConfigProfileSpec) { s.Environment = "production" }); err != nil {
+		return err
+	}
+	if err := d.profileReady(p, "production"); err != nil {
+		return err
+	}
+
+	step("Suspend it: the suspended case matches first and waits; nothing is generated or rolled")
+	if err := d.updateProfile(p, func(s *conditionalv1alpha1.ConfigProfileSpec) { s.Suspended = true }); err != nil {
+		return err
+	}
+	err := d.waitFor(p.Name, p, func() bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, conditions.Ready)
+		return p.Status.ObservedGeneration == p.Generation && c != nil && c.Reason == conditional.ReasonSuspended
 	})
 	if err != nil {
 		return err
 	}
-	return d.profileReady(p, "production")
+	showConditions(p.Status.Conditions)
+
+	step("Resume it, reading its configuration from ConfigMap demo-upstream (labelled " + conditional.Label + "=" + conditional.Input + "): the input case")
+	in := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo-upstream", Namespace: ns,
+		Labels: map[string]string{conditional.Label: conditional.Input}}, Data: map[string]string{"mode": "upstream", "feature-x": "on"}}
+	if err := d.recreate(in, in.DeepCopy()); err != nil {
+		return err
+	}
+	if err := d.updateProfile(p, func(s *conditionalv1alpha1.ConfigProfileSpec) { s.Suspended, s.ConfigFrom = false, in.Name }); err != nil {
+		return err
+	}
+	return d.profileReady(p, "input")
+}
+
+func (d *demo) updateProfile(p *conditionalv1alpha1.ConfigProfile, mutate func(*conditionalv1alpha1.ConfigProfileSpec)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		mutate(&p.Spec)
+		return d.c.Update(d.ctx, p)
+	})
 }
 
 func (d *demo) reloader() error {
@@ -203,7 +233,7 @@ func (d *demo) reloader() error {
 	if err := d.recreate(dep, dep.DeepCopy()); err != nil {
 		return err
 	}
-	if err := d.replicaSets("demo-web", reloader.DigestAnnotation, 1); err != nil {
+	if err := d.replicaSets("demo-web", digest.Annotation, 1); err != nil {
 		return err
 	}
 	step("Change the ConfigMap: the digest changes and the Deployment rolls out a new ReplicaSet")
@@ -217,7 +247,27 @@ func (d *demo) reloader() error {
 	if err != nil {
 		return err
 	}
-	return d.replicaSets("demo-web", reloader.DigestAnnotation, 2)
+	if err := d.replicaSets("demo-web", digest.Annotation, 2); err != nil {
+		return err
+	}
+	step("The reloader says on the Deployment what it rolled out for:")
+	return d.events("demo-web", reloader.ReasonRollingOut)
+}
+
+// events prints the Events of a reason that regard the object named name, oldest first.
+func (d *demo) events(name, reason string) error {
+	list := &eventsv1.EventList{}
+	if err := d.c.List(d.ctx, list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	slices.SortFunc(list.Items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	fmt.Println("    TYPE     REASON       OBJECT                  MESSAGE")
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			fmt.Printf("    %-8s %-12s %-23s %s\n", e.Type, e.Reason, strings.ToLower(e.Regarding.Kind)+"/"+name, e.Note)
+		}
+	}
+	return nil
 }
 
 func (d *demo) summary() error {
@@ -273,7 +323,7 @@ func (d *demo) replicaSets(name, annotation string, n int) error {
 			return err
 		}
 		stamped = slices.DeleteFunc(list.Items, func(rs appsv1.ReplicaSet) bool { return rs.Spec.Template.Annotations[annotation] == "" })
-		if len(stamped) == n && dep.Spec.Template.Annotations[annotation] != "" && stages.RolloutPending(dep, *dep.Spec.Replicas) == "" {
+		if len(stamped) == n && dep.Spec.Template.Annotations[annotation] != "" && rollout.Pending(dep, *dep.Spec.Replicas) == "" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -305,7 +355,7 @@ func (d *demo) profileReady(p *conditionalv1alpha1.ConfigProfile, matched string
 	}
 	fmt.Println("    REPLICASET                        DIGEST         READY")
 	for _, rs := range rsets.Items {
-		fmt.Printf("    %-33s %-14s %d\n", rs.Name, rs.Spec.Template.Annotations[conditional.DigestAnnotation][:12], rs.Status.ReadyReplicas)
+		fmt.Printf("    %-33s %-14s %d\n", rs.Name, rs.Spec.Template.Annotations[digest.Annotation][:12], rs.Status.ReadyReplicas)
 	}
 	return nil
 }
@@ -374,13 +424,8 @@ func (d *demo) waitFor(name string, obj client.Object, done func() bool) error {
 	return fmt.Errorf("%T %s did not reach the expected state", obj, name)
 }
 
-func ready(conditions []metav1.Condition) bool {
-	for _, c := range conditions {
-		if c.Type == stages.TypeReady {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
+func ready(conds []metav1.Condition) bool {
+	return meta.IsStatusConditionTrue(conds, conditions.Ready)
 }
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
@@ -394,8 +439,8 @@ func owners(obj client.Object) []string {
 	return out
 }
 
-func showConditions(conditions []metav1.Condition) {
-	for _, c := range conditions {
+func showConditions(conds []metav1.Condition) {
+	for _, c := range conds {
 		fmt.Printf("    %-16s %-6s %s\n", c.Type, c.Status, c.Message)
 	}
 }

@@ -2,8 +2,6 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kpatterns/kpatterns/shared/stages"
 )
 
 // WidgetSpec is what the user asks for.
@@ -35,7 +33,15 @@ type WidgetSpec struct {
 
 // WidgetStatus is what the controller observed.
 type WidgetStatus struct {
-	stages.Status `json:",inline"`
+	// ObservedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, and <Stage>Ready for every stage.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// ReadyReplicas of the Deployment.
 	// +optional
@@ -58,8 +64,14 @@ type Widget struct {
 	Status WidgetStatus `json:"status,omitempty"`
 }
 
-// StageStatus lets the stages framework maintain the conditions.
-func (w *Widget) StageStatus() *stages.Status { return &w.Status.Status }
+// GetConditions returns the status conditions (the stages reconciler maintains them).
+func (w *Widget) GetConditions() []metav1.Condition { return w.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (w *Widget) SetConditions(c []metav1.Condition) { w.Status.Conditions = c }
+
+// SetObservedGeneration records the generation the status describes.
+func (w *Widget) SetObservedGeneration(g int64) { w.Status.ObservedGeneration = g }
 
 // WidgetList is a list of Widgets.
 // +kubebuilder:object:root=true

@@ -1,4 +1,5 @@
-package stages
+// Package rollout tells whether a Deployment has finished rolling out.
+package rollout
 
 import (
 	"fmt"
@@ -7,10 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// RolloutPending says why a Deployment has not finished rolling out replicas, or "" if it has:
+// Pending says why a Deployment has not finished rolling out replicas, or "" if it has:
 // the controller saw the current spec, every replica is updated and available, and the
 // Deployment reports Available.
-func RolloutPending(d *appsv1.Deployment, replicas int32) string {
+func Pending(d *appsv1.Deployment, replicas int32) string {
 	if d.Status.ObservedGeneration < d.Generation {
 		return "the deployment controller has not seen the current spec yet"
 	}

@@ -1,0 +1,87 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// WaitCached waits until cache (a manager's cache-backed client) holds obj at obj's
+// resourceVersion — or, for an obj with no resourceVersion, holds no object of its name — so a
+// reconcile driven by hand reads what the API server has.
+func WaitCached(t testing.TB, cache client.Reader, obj client.Object) {
+	t.Helper()
+	want := obj.GetResourceVersion()
+	Eventually(t, fmt.Sprintf("cache of %T %s at %q", obj, obj.GetName(), want), func() error {
+		c := obj.DeepCopyObject().(client.Object)
+		err := cache.Get(context.Background(), client.ObjectKeyFromObject(obj), c)
+		switch {
+		case want == "" && apierrors.IsNotFound(err):
+			return nil
+		case want == "":
+			return fmt.Errorf("still cached (err %v)", err)
+		case err != nil:
+			return err
+		case c.GetResourceVersion() != want:
+			return fmt.Errorf("cached at %s", c.GetResourceVersion())
+		}
+		return nil
+	})
+}
+
+// Events returns the Events in ns that regard the object named name.
+func (e *Env) Events(t testing.TB, ns, name string) []corev1.Event {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := e.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// WaitForEvent waits until an Event of the type (corev1.EventTypeNormal or Warning), reason and
+// message ("" = any) regards the object named name in ns, and returns it. Events are recorded
+// asynchronously.
+func (e *Env) WaitForEvent(t testing.TB, ns, name, eventType, reason, message string) corev1.Event {
+	t.Helper()
+	var found corev1.Event
+	Eventually(t, fmt.Sprintf("%s event %s %q on %s", eventType, reason, message, name), func() error {
+		evs := e.Events(t, ns, name)
+		for _, ev := range evs {
+			if ev.Type == eventType && ev.Reason == reason && (message == "" || ev.Message == message) {
+				found = ev
+				return nil
+			}
+		}
+		return fmt.Errorf("not among %d events", len(evs))
+	})
+	return found
+}
+
+// CountEvents counts the Events of a reason that regard the object named name, adding up their
+// series (the recorder folds repeats of one event into a count).
+func (e *Env) CountEvents(t testing.TB, ns, name, reason string) int {
+	t.Helper()
+	n := 0
+	for _, ev := range e.Events(t, ns, name) {
+		if ev.Reason != reason {
+			continue
+		}
+		count := max(1, int(ev.Count))
+		if ev.Series != nil {
+			count = max(count, int(ev.Series.Count))
+		}
+		n += count
+	}
+	return n
+}
