@@ -61,7 +61,7 @@ func TestLeaderElection(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { log.Close() })
+				t.Cleanup(func() { _ = log.Close() })
 				p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "mirror"), cfg.KubeconfigFile(), operatorNamespace, log, false)
 				if err != nil {
 					t.Fatal(err)

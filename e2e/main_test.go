@@ -163,6 +163,6 @@ func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern 
 		if err := p.Stop(30 * time.Second); err != nil {
 			t.Errorf("%s after SIGTERM: %v (log %s)", pattern, err, log.Name())
 		}
-		log.Close()
+		_ = log.Close()
 	}
 }

@@ -175,10 +175,10 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 	mgr := env.Manager(t)
 	ctx := context.Background()
 	configMap(t, ns, "settings", map[string]string{"k": "v"})
-	d := deployment(t, ns, "calm", true, func(s *corev1.PodSpec) {
+	deployment(t, ns, "calm", true, func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
 	})
-	d = annotated(t, ns, "calm", digestOf(t, ns, "settings"))
+	d := annotated(t, ns, "calm", digestOf(t, ns, "settings"))
 
 	updateData(t, ns, "settings", func(cm *corev1.ConfigMap) { cm.Labels = map[string]string{"touched": "yes"} })
 	cm := &corev1.ConfigMap{}

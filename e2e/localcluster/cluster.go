@@ -117,7 +117,7 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 	c.Config = admin.Config()
 	pki := cp.APIServer.CertDir
 	caFile := filepath.Join(pki, "ca.crt")
-	if err := os.WriteFile(caFile, cp.APIServer.SecureServing.CA, 0o600); err != nil {
+	if err := os.WriteFile(caFile, cp.APIServer.CA, 0o600); err != nil {
 		return nil, err
 	}
 	stages := filepath.Join(dir, "kwok-stages.yaml")
@@ -261,7 +261,7 @@ func (c *Cluster) Stop() error {
 		c.env = nil
 	}
 	for _, f := range c.logs {
-		f.Close()
+		_ = f.Close()
 	}
 	c.logs = nil
 	return errors.Join(errs...)
@@ -318,7 +318,7 @@ func freePorts(n int) ([]string, error) {
 	var ls []io.Closer
 	defer func() {
 		for _, l := range ls {
-			l.Close()
+			_ = l.Close()
 		}
 	}()
 	for range n {

@@ -49,7 +49,7 @@ func RunPattern(ctx context.Context, bin, kubeconfig, namespace string, log io.W
 		case <-time.After(100 * time.Millisecond):
 		}
 		if resp, err := http.Get("http://" + p.ProbeAddr + "/readyz"); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return p, nil
 			}

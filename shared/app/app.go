@@ -71,13 +71,13 @@ type usageError struct{ error }
 // Execute runs one command line; tests call it directly.
 func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(stdout, usage, p.Name)
-		return nil
+		_, err := fmt.Fprintf(stdout, usage, p.Name)
+		return err
 	}
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet(p.Name+" "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(fs.Output(), "flags of '%s %s':\n", p.Name, cmd); fs.PrintDefaults() }
+	fs.Usage = func() { _, _ = fmt.Fprintf(fs.Output(), "flags of '%s %s':\n", p.Name, cmd); fs.PrintDefaults() }
 	var o Options
 	o.Namespace = OperatorNamespace()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")

@@ -246,7 +246,9 @@ func Install(ctx context.Context, cfg *rest.Config, objs []client.Object, out io
 				verb = "configured"
 			}
 		}
-		fmt.Fprintf(out, "%s %s\n", ref, verb)
+		if _, err := fmt.Fprintf(out, "%s %s\n", ref, verb); err != nil {
+			return err
+		}
 	}
 	return nil
 }

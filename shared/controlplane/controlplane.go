@@ -84,7 +84,7 @@ func Ensure(ctx context.Context, need ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // gone already after the rename below
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", err
 	}
@@ -161,10 +161,10 @@ func lock(path string) (func(), error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
 }
 
 // Progress is where a build reports what it is doing: one line per step (module download, each
@@ -178,7 +178,7 @@ var (
 // build is a variable so tests can count builds without compiling Kubernetes.
 var build = func(ctx context.Context, mod, out string) error {
 	start := time.Now()
-	fmt.Fprintf(Progress, "controlplane: building %s once for this version (a cold build takes about 6 minutes on 2 cores)\n",
+	_, _ = fmt.Fprintf(Progress, "controlplane: building %s once for this version (a cold build takes about 6 minutes on 2 cores)\n",
 		strings.Join(Binaries, ", "))
 	if err := step(ctx, start, "downloading modules", mod, "mod", "download"); err != nil {
 		return err
@@ -197,7 +197,7 @@ var build = func(ctx context.Context, mod, out string) error {
 // step runs one go command in mod, reporting its start, a heartbeat, and its end.
 func step(ctx context.Context, start time.Time, what, mod string, args ...string) error {
 	began := time.Now()
-	fmt.Fprintf(Progress, "controlplane: %s ...\n", what)
+	_, _ = fmt.Fprintf(Progress, "controlplane: %s ...\n", what)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -208,14 +208,14 @@ func step(ctx context.Context, start time.Time, what, mod string, args ...string
 			case <-done:
 				return
 			case <-tick.C:
-				fmt.Fprintf(Progress, "controlplane: %s still running: %s so far, %s in all\n", what, since(began), since(start))
+				_, _ = fmt.Fprintf(Progress, "controlplane: %s still running: %s so far, %s in all\n", what, since(began), since(start))
 			}
 		}
 	}()
 	if err := goCmd(ctx, mod, args...); err != nil {
 		return err
 	}
-	fmt.Fprintf(Progress, "controlplane: %s done in %s (%s in all)\n", what, since(began), since(start))
+	_, _ = fmt.Fprintf(Progress, "controlplane: %s done in %s (%s in all)\n", what, since(began), since(start))
 	return nil
 }
 

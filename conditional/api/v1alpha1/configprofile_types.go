@@ -68,10 +68,13 @@ type ConfigProfileStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConfigProfile struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ConfigProfileSpec   `json:"spec"`
+	// +required
+	Spec ConfigProfileSpec `json:"spec"`
+	// +optional
 	Status ConfigProfileStatus `json:"status,omitempty"`
 }
 
@@ -91,5 +94,3 @@ type ConfigProfileList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ConfigProfile `json:"items"`
 }
-
-func init() { SchemeBuilder.Register(&ConfigProfile{}, &ConfigProfileList{}) }

@@ -100,7 +100,7 @@ func up(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer log.Close()
+	defer func() { _ = log.Close() }() // a log file: nothing to do about a failed close
 	start := time.Now()
 	cmd := exec.Command(self, "supervise", "--dir", dir)
 	cmd.Stdout, cmd.Stderr = log, log

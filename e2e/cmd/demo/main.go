@@ -384,7 +384,7 @@ func (d *demo) start(pattern string) error {
 	if err != nil {
 		return err
 	}
-	defer log.Close()
+	defer func() { _ = log.Close() }() // the pattern process keeps its own handle
 	p, err := localcluster.RunPattern(d.ctx, filepath.Join(filepath.Dir(d.dir), "bin", pattern), d.kubeconfig, ns, log, true)
 	if err != nil {
 		return fmt.Errorf("%w; see %s", err, log.Name())

@@ -12,13 +12,18 @@ type WorkloadSpec struct {
 	Selector map[string]string `json:"selector"`
 }
 
-// PodCounts counts Pods by phase.
+// PodCounts counts Pods by phase; every count is written, zero included.
 type PodCounts struct {
-	Pending   int32 `json:"pending"`
-	Running   int32 `json:"running"`
+	// +optional
+	Pending int32 `json:"pending"`
+	// +optional
+	Running int32 `json:"running"`
+	// +optional
 	Succeeded int32 `json:"succeeded"`
-	Failed    int32 `json:"failed"`
-	Unknown   int32 `json:"unknown"`
+	// +optional
+	Failed int32 `json:"failed"`
+	// +optional
+	Unknown int32 `json:"unknown"`
 }
 
 // WorkloadStatus summarizes the selected Pods.
@@ -27,10 +32,16 @@ type WorkloadStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Total is the number of selected Pods.
+	// Always written, zero included.
+	// +optional
 	Total int32 `json:"total"`
 	// Ready is the number of selected Pods whose Ready condition is True.
+	// Always written, zero included.
+	// +optional
 	Ready int32 `json:"ready"`
 	// Phases counts the selected Pods by phase.
+	// Always written, zero included.
+	// +optional
 	Phases PodCounts `json:"phases"`
 	// Conditions: Ready is True when at least one Pod is selected and all of them are ready.
 	// +optional
@@ -48,10 +59,13 @@ type WorkloadStatus struct {
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.phases.running`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Workload struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WorkloadSpec   `json:"spec"`
+	// +required
+	Spec WorkloadSpec `json:"spec"`
+	// +optional
 	Status WorkloadStatus `json:"status,omitempty"`
 }
 
@@ -62,5 +76,3 @@ type WorkloadList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Workload `json:"items"`
 }
-
-func init() { SchemeBuilder.Register(&Workload{}, &WorkloadList{}) }

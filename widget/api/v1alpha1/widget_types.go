@@ -57,10 +57,13 @@ type WidgetStatus struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Widget struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WidgetSpec   `json:"spec"`
+	// +required
+	Spec WidgetSpec `json:"spec"`
+	// +optional
 	Status WidgetStatus `json:"status,omitempty"`
 }
 
@@ -80,5 +83,3 @@ type WidgetList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Widget `json:"items"`
 }
-
-func init() { SchemeBuilder.Register(&Widget{}, &WidgetList{}) }
