@@ -47,6 +47,7 @@ require (
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kpatterns/kpatterns/conditional v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/deploypolicy v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/reloader v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/summary v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/widget v0.0.0-00010101000000-000000000000
@@ -100,3 +101,5 @@ replace github.com/kpatterns/kpatterns/conditional => ../conditional
 replace github.com/kpatterns/kpatterns/reloader => ../reloader
 
 replace github.com/kpatterns/kpatterns/summary => ../summary
+
+replace github.com/kpatterns/kpatterns/deploypolicy => ../deploypolicy

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
 	"sigs.k8s.io/e2e-framework/pkg/env"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 	"sigs.k8s.io/e2e-framework/support"
 	"sigs.k8s.io/e2e-framework/support/kind"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 )
@@ -38,7 +41,14 @@ var (
 const operatorNamespace = "default"
 
 // patterns are the binaries the suite runs.
-var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary"}
+var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy"}
+
+// webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
+// on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).
+var (
+	webhookPatterns = map[string]bool{"deploypolicy": true}
+	webhooks        = map[string]*localcluster.Webhook{}
+)
 
 func TestMain(m *testing.M) {
 	provider, err := selectProvider()
@@ -122,9 +132,9 @@ func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
 }
 
 // installPattern applies a pattern's generated manifests (with --image, its Deployment on kind).
-func installPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string) {
+func installPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string, extra ...string) {
 	t.Helper()
-	install := []string{"install"}
+	install := append([]string{"install"}, extra...)
 	if kindRun {
 		install = append(install, "--image", image(pattern))
 	}
@@ -140,7 +150,21 @@ func installPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, patt
 // tested), on kind as the generated Deployment.
 func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string) (stop func()) {
 	t.Helper()
-	installPattern(ctx, t, cfg, pattern)
+	bin := filepath.Join(bins, pattern)
+	var install, run []string
+	if webhookPatterns[pattern] {
+		w, err := localcluster.PrepareWebhook(bin, operatorNamespace, filepath.Join(logs, pattern+"-certs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		webhooks[pattern] = w
+		install, run = w.InstallArgs(), w.RunArgs()
+		if kindRun { // the Deployment serves the Service with the mounted TLS Secret
+			install = []string{"--ca-file", filepath.Join(w.Dir, "ca.crt")}
+			applySecret(ctx, t, cfg, filepath.Join(w.Dir, "secret.yaml"))
+		}
+	}
+	installPattern(ctx, t, cfg, pattern, install...)
 	if kindRun {
 		err := wait.For(conditions.New(cfg.Client().Resources()).DeploymentAvailable(pattern, operatorNamespace),
 			wait.WithTimeout(3*time.Minute))
@@ -149,12 +173,11 @@ func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern 
 		}
 		return func() {}
 	}
-	bin := filepath.Join(bins, pattern)
 	log, err := os.Create(filepath.Join(logs, pattern+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := localcluster.RunPattern(ctx, bin, cfg.KubeconfigFile(), operatorNamespace, log, false)
+	p, err := localcluster.RunPattern(ctx, bin, cfg.KubeconfigFile(), operatorNamespace, log, false, run...)
 	if err != nil {
 		b, _ := os.ReadFile(log.Name())
 		t.Fatalf("%v\n%s", err, b)
@@ -164,5 +187,21 @@ func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern 
 			t.Errorf("%s after SIGTERM: %v (log %s)", pattern, err, log.Name())
 		}
 		_ = log.Close()
+	}
+}
+
+// applySecret creates the TLS Secret that `certs` wrote (kind: the Deployment mounts it).
+func applySecret(ctx context.Context, t *testing.T, cfg *envconf.Config, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	if err := yaml.Unmarshal(b, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := clientFor(t, cfg).Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }

@@ -242,7 +242,7 @@ func TestReferenceRemovalRecomputes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed ConfigMap(s): a, b")
+	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "first digest of ConfigMap(s): a, b")
 	setEnvFrom("b")
 	d := annotated(t, ns, "two", digestOf(t, ns, "b"))
 	if got := d.Annotations[controller.ConfigMapsAnnotation]; !strings.HasPrefix(got, "b=") || strings.Contains(got, ",") {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -18,18 +19,18 @@ type Pattern struct {
 	Err       error         // the process's exit status
 }
 
-// RunPattern starts `<bin> run --as-service-account` against kubeconfig (so the pattern's
-// generated RBAC is what is exercised), with its probes on a free loopback port and metrics off,
-// and returns once /readyz answers 200. A detached process gets its own session and outlives the
-// caller.
-func RunPattern(ctx context.Context, bin, kubeconfig, namespace string, log io.Writer, detach bool) (*Pattern, error) {
+// RunPattern starts `<bin> run --as-service-account [args...]` against kubeconfig (so the
+// pattern's generated RBAC is what is exercised), with its probes on a free loopback port and
+// metrics off, and returns once /readyz answers 200. A detached process gets its own session and
+// outlives the caller.
+func RunPattern(ctx context.Context, bin, kubeconfig, namespace string, log io.Writer, detach bool, args ...string) (*Pattern, error) {
 	ports, err := freePorts(1)
 	if err != nil {
 		return nil, err
 	}
 	p := &Pattern{ProbeAddr: "127.0.0.1:" + ports[0], Exited: make(chan struct{})}
-	p.Cmd = exec.Command(bin, "run", "--as-service-account", "--kubeconfig", kubeconfig,
-		"--health-probe-bind-address", p.ProbeAddr, "--metrics-bind-address", "0")
+	p.Cmd = exec.Command(bin, append([]string{"run", "--as-service-account", "--kubeconfig", kubeconfig,
+		"--health-probe-bind-address", p.ProbeAddr, "--metrics-bind-address", "0"}, args...)...)
 	p.Cmd.Env = append(p.Cmd.Environ(), "KPATTERNS_NAMESPACE="+namespace)
 	p.Cmd.Stdout, p.Cmd.Stderr = log, log
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: detach}
@@ -68,4 +69,36 @@ func (p *Pattern) Stop(grace time.Duration) error {
 		_ = p.Cmd.Process.Kill()
 		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.Cmd.Path, grace)
 	}
+}
+
+// Webhook is a webhook pattern prepared to run on this machine, outside the cluster: the local
+// cluster's kube-apiserver calls it by URL on 127.0.0.1, trusting a development CA.
+type Webhook struct {
+	Dir  string // ca.crt, tls.crt, tls.key from `<bin> certs`
+	Port string
+}
+
+// PrepareWebhook writes a development CA and a serving certificate for 127.0.0.1 into dir (with
+// the pattern's own `certs` command) and picks a free port.
+func PrepareWebhook(bin, namespace, dir string) (*Webhook, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "certs", "--dir", dir, "--hosts", "127.0.0.1", "--force")
+	cmd.Env = append(cmd.Environ(), "KPATTERNS_NAMESPACE="+namespace)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s certs: %w: %s", bin, err, out)
+	}
+	return &Webhook{Dir: dir, Port: ports[0]}, nil
+}
+
+// InstallArgs are the flags of `install` that point the webhook configurations at the local port.
+func (w *Webhook) InstallArgs() []string {
+	return []string{"--webhook-url", "https://127.0.0.1:" + w.Port, "--ca-file", filepath.Join(w.Dir, "ca.crt")}
+}
+
+// RunArgs are the flags of `run` that serve there with the certificate.
+func (w *Webhook) RunArgs() []string {
+	return []string{"--webhook-host", "127.0.0.1", "--webhook-port", w.Port, "--cert-dir", w.Dir}
 }

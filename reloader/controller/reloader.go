@@ -261,7 +261,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	note := "the Pod template's digest was out of date" // edited by hand, say
-	if names := changed(d.Annotations[ConfigMapsAnnotation], ac.Annotations[ConfigMapsAnnotation]); len(names) > 0 {
+	names := changed(d.Annotations[ConfigMapsAnnotation], ac.Annotations[ConfigMapsAnnotation])
+	switch {
+	case !annotated:
+		note = fmt.Sprintf("first digest of ConfigMap(s): %s", strings.Join(names, ", "))
+	case len(names) > 0:
 		note = fmt.Sprintf("rolling out for changed ConfigMap(s): %s", strings.Join(names, ", "))
 	}
 	r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "%s", note)

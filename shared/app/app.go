@@ -28,8 +28,12 @@ type Pattern struct {
 	AddToScheme func(*runtime.Scheme) error
 	// Cache narrows what the informers hold (label selectors, transforms); optional.
 	Cache func(*cache.Options)
-	// Setup registers the pattern's controllers or webhooks with the manager.
+	// Setup registers the pattern's controllers, and its webhook handlers on
+	// mgr.GetWebhookServer() at the paths of its +kubebuilder:webhook markers.
 	Setup func(manager.Manager) error
+	// AdmissionOnly: the pattern has webhooks and no controller, so it needs no leader election:
+	// every replica serves, and no Lease or leader-election Role is rendered.
+	AdmissionOnly bool
 }
 
 // FieldManager is the server-side apply field manager a pattern's controller writes with.
@@ -42,9 +46,12 @@ const usage = `usage: %[1]s <command> [flags]
 
 commands:
   manifests [--image IMG] [--command CMD] [--watch-namespaces NS,...]   print the YAML to deploy %[1]s
-  install   [--image IMG] [--command CMD] [--watch-namespaces NS,...]   server-side apply it with the current kubeconfig
+            [--webhook-url URL] [--ca-file FILE]
+  install   (the flags of manifests)                                    server-side apply it with the current kubeconfig
   run       [--as-service-account] [--leader-elect=false] [--watch-namespaces NS,...]
-                                                                          run the controller in the foreground
+            [--webhook-port N] [--webhook-host H] [--cert-dir DIR]      run in the foreground
+  certs     --dir DIR [--hosts 127.0.0.1,...] [--force|--renew]         write a development CA and serving certificate
+                                                                          (webhook patterns)
 
 The operator namespace is $KPATTERNS_NAMESPACE, else the in-cluster namespace, else "default".
 Run '%[1]s <command> -h' for a command's flags.
@@ -87,6 +94,8 @@ func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Wr
 	case "manifests", "install":
 		fs.StringVar(&o.Image, "image", "", "container image: also render a Deployment running it")
 		fs.StringVar(&o.Command, "command", "", "the container's command, split on spaces (default /manager); run is appended")
+		fs.StringVar(&o.WebhookURL, "webhook-url", "", "https://host:port of a webhook running outside the cluster (run --webhook-port): rendered as clientConfig.url instead of a Service")
+		fs.StringVar(&o.CAFile, "ca-file", "", "PEM CA of the webhook's serving certificate (certs writes ca.crt): the webhooks' caBundle")
 		run = func() error {
 			objs, err := Objects(p, o)
 			if err != nil {
@@ -107,8 +116,30 @@ func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Wr
 		fs.BoolVar(&r.LeaderElect, "leader-elect", true, "elect a leader through a Lease in the operator namespace")
 		fs.StringVar(&r.ProbeAddr, "health-probe-bind-address", ":8080", "address of /healthz and /readyz")
 		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8081", "address of /metrics (0 disables)")
+		fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks (webhook patterns)")
+		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
+		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
 		r.Zap.BindFlags(fs)
 		run = func() error { r.Options = o; return Run(ctx, p, r) }
+	case "certs":
+		var c CertOptions
+		var hosts string
+		fs.StringVar(&c.Dir, "dir", "", "directory to write ca.crt, tls.crt, tls.key and secret.yaml into")
+		fs.StringVar(&hosts, "hosts", "", "extra IP addresses or DNS names the certificate covers (127.0.0.1 for a webhook run on the local machine)")
+		fs.BoolVar(&c.Force, "force", false, "overwrite existing files")
+		fs.BoolVar(&c.Renew, "renew", false, "sign a new serving certificate with the CA already in --dir (rotation without a caBundle change)")
+		run = func() error {
+			if c.Dir == "" {
+				return usageError{errors.New("certs needs --dir")}
+			}
+			c.Hosts = splitList(hosts)
+			if err := WriteCerts(p.Name, o.Namespace, c); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(stdout, "wrote %s, %s, %s and %s in %s for %s\n", CAFile, CertFile, KeyFile, SecretFile, c.Dir,
+				strings.Join(append([]string{ServiceHost(p.Name, o.Namespace)}, c.Hosts...), ", "))
+			return err
+		}
 	default:
 		return usageError{fmt.Errorf("unknown command %q", cmd)}
 	}

@@ -32,6 +32,8 @@ type Options struct {
 	Kubeconfig      string
 	Image           string // with an image, a Deployment is rendered too
 	Command         string
+	WebhookURL      string // https://host:port: webhooks call this URL (+ path) instead of the Service
+	CAFile          string // PEM CA that signed the webhook's serving certificate: the caBundle
 }
 
 // Objects renders everything a pattern needs in a cluster, in apply order.
@@ -66,6 +68,17 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
 		}
 	}
+	hooks, err := webhookObjects(p, o, labels)
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, hooks...)
+	if o.Image != "" {
+		objs = append(objs, deployment(p.Name, o, labels, len(hooks) > 0))
+	}
+	if p.AdmissionOnly { // every replica serves: no Lease, no leader-election Role
+		return typed(objs)
+	}
 	le := name + "-leader-election"
 	objs = append(objs,
 		&rbacv1.Role{ObjectMeta: meta(o.Namespace, le), Rules: []rbacv1.PolicyRule{
@@ -75,10 +88,12 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 		}},
 		&rbacv1.RoleBinding{ObjectMeta: meta(o.Namespace, le), Subjects: subjects,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le}})
-	if o.Image != "" {
-		objs = append(objs, deployment(p.Name, o, labels))
-	}
-	for _, obj := range objs { // typed objects render and apply with their kind
+	return typed(objs)
+}
+
+// typed sets each object's kind, so that typed objects render and apply with it.
+func typed(objs []client.Object) ([]client.Object, error) {
+	for _, obj := range objs {
 		gvks, _, err := scheme.ObjectKinds(obj)
 		if err != nil {
 			return nil, err
@@ -88,7 +103,7 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	return objs, nil
 }
 
-func deployment(name string, o Options, labels map[string]string) *appsv1.Deployment {
+func deployment(name string, o Options, labels map[string]string, webhooks bool) *appsv1.Deployment {
 	command := strings.Fields(o.Command)
 	if len(command) == 0 {
 		command = []string{"/manager"}
@@ -102,7 +117,7 @@ func deployment(name string, o Options, labels map[string]string) *appsv1.Deploy
 			Path: p, Port: intstr.FromString("probes")}}, PeriodSeconds: 10}
 	}
 	selector := map[string]string{"app.kubernetes.io/name": name}
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
@@ -137,6 +152,15 @@ func deployment(name string, o Options, labels map[string]string) *appsv1.Deploy
 			},
 		},
 	}
+	if webhooks { // serve on the webhook port with the mounted TLS Secret
+		spec := &d.Spec.Template.Spec
+		spec.Volumes = []corev1.Volume{{Name: "webhook-tls", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: WebhookSecretName(name)}}}}
+		c := &spec.Containers[0]
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "webhook", ContainerPort: WebhookPort})
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "webhook-tls", MountPath: CertDir, ReadOnly: true}}
+	}
+	return d
 }
 
 // readCRDs reads crd/*.yaml from the pattern's config, sorted by file name.

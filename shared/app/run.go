@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // NewScheme returns a scheme with client-go's types and the given API groups' (a pattern's
@@ -57,6 +58,9 @@ type RunOptions struct {
 	LeaderElect      bool
 	ProbeAddr        string
 	MetricsAddr      string
+	WebhookHost      string
+	WebhookPort      int
+	CertDir          string
 	Zap              zap.Options
 	// SkipNameValidation lets tests run several managers with the same controllers in one process.
 	SkipNameValidation bool
@@ -123,10 +127,19 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 	if p.Cache != nil {
 		p.Cache(&cacheOpts)
 	}
+	webhooks, err := HasWebhooks(p)
+	if err != nil {
+		return nil, err
+	}
+	var server webhook.Server
+	if webhooks {
+		server = WebhookServer(o.WebhookHost, o.WebhookPort, o.CertDir)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        s,
 		Cache:                         cacheOpts,
-		LeaderElection:                o.LeaderElect,
+		WebhookServer:                 server,
+		LeaderElection:                o.LeaderElect && !p.AdmissionOnly,
 		LeaderElectionID:              "kpatterns-" + p.Name,
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
@@ -150,6 +163,11 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 		return nil
 	}); err != nil {
 		return nil, err
+	}
+	if webhooks { // ready once the webhook server answers: the API server may call it at once
+		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.Setup(mgr); err != nil {
 		return nil, err

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +69,25 @@ func Start(p app.Pattern) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	objs, err := app.Objects(p, app.Options{Namespace: Namespace})
+	if err != nil {
+		return nil, err
+	}
+	// The pattern's webhook configurations (as `install` renders them: its namespace excluded) go
+	// to envtest, which points them at a local TLS port with certificates of its own; the
+	// manager serves there (see start).
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	objs = slices.DeleteFunc(objs, func(o client.Object) bool {
+		switch o := o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			env.WebhookInstallOptions.MutatingWebhooks = append(env.WebhookInstallOptions.MutatingWebhooks, o)
+			return true
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			env.WebhookInstallOptions.ValidatingWebhooks = append(env.WebhookInstallOptions.ValidatingWebhooks, o)
+			return true
+		}
+		return false
+	})
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop() // stopping a process that is not running is a no-op
@@ -86,10 +106,6 @@ func Start(p app.Pattern) (_ *Env, retErr error) {
 		return nil, err
 	}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
-		return nil, err
-	}
-	objs, err := app.Objects(p, app.Options{Namespace: Namespace})
-	if err != nil {
 		return nil, err
 	}
 	if err := app.Install(ctx, cfg, objs, io.Discard); err != nil {
@@ -131,9 +147,11 @@ func (e *Env) IdleManager(t testing.TB) manager.Manager {
 
 func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) manager.Manager {
 	cfg := app.Impersonate(e.Admin, Namespace, p.Name)
+	wh := e.env.WebhookInstallOptions
 	mgr, err := app.NewManager(cfg, p, app.RunOptions{
 		Options:   app.Options{Namespace: Namespace, WatchNamespaces: watchNamespaces},
 		ProbeAddr: "0", MetricsAddr: "0", SkipNameValidation: true,
+		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
 	})
 	if err != nil {
 		t.Fatalf("manager: %v", err)
@@ -149,6 +167,9 @@ func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) mana
 	})
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("manager cache did not sync")
+	}
+	if hooks, _ := app.HasWebhooks(p); hooks { // the API server may call the webhooks at once
+		Eventually(t, "webhook server started", func() error { return mgr.GetWebhookServer().StartedChecker()(nil) })
 	}
 	return mgr
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,7 @@ import (
 
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	conditional "github.com/kpatterns/kpatterns/conditional/controller"
+	deploypolicy "github.com/kpatterns/kpatterns/deploypolicy/webhook"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
@@ -74,7 +76,7 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary} {
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.deploypolicy} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -86,6 +88,7 @@ The patterns keep running in the background (logs: %[1]s/logs/). Try them yourse
   kubectl scale deployment demo-shop --replicas=5                      # the Widget puts 2 back
   kubectl patch configprofile demo-profile --type=merge -p '{"spec":{"maintenance":true}}'
   kubectl get widgets,configprofiles,workloads,replicasets
+  kubectl -n demo-policy scale deployment demo-api --replicas=9        # denied by the namespace policy
 Stop everything with: go tool task cluster:down
 `, d.dir, mirror.Label)
 	return nil
@@ -309,6 +312,86 @@ func (d *demo) summary() error {
 	return show(3)
 }
 
+func (d *demo) deploypolicy() error {
+	if err := d.start("deploypolicy"); err != nil {
+		return err
+	}
+	const policyNS = "demo-policy" // the operator's own namespace is never sent to its webhooks
+	if err := d.c.Create(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	step("Namespace " + policyNS + " sets its policy in ConfigMap " + deploypolicy.PolicyConfigMap + ": at most 3 replicas (read live on every request)")
+	policy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: deploypolicy.PolicyConfigMap, Namespace: policyNS},
+		Data: map[string]string{deploypolicy.MaxReplicasKey: "3"}}
+	if err := d.recreate(policy, policy.DeepCopy()); err != nil {
+		return err
+	}
+	step("Create Deployment demo-api without a team label: the mutating webhook defaults it")
+	sel := map[string]string{"app": "demo-api"}
+	api := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "demo-api", Namespace: policyNS},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}}}
+	old := api.DeepCopy()
+	if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(old), old); err == nil { // a previous run's, possibly protected
+		delete(old.Annotations, deploypolicy.ProtectAnnotation)
+		_ = d.c.Update(d.ctx, old)
+	}
+	if err := d.recreate(api, api.DeepCopy()); err != nil {
+		return err
+	}
+	show(api.Name, map[string]any{"labels": api.Labels, "replicas": *api.Spec.Replicas})
+
+	scale := func(n int32) error {
+		return d.c.SubResource("scale").Update(d.ctx, api, client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}}))
+	}
+	step("kubectl scale past the ceiling is denied (the request is an autoscaling/v1 Scale on the /scale subresource)")
+	fmt.Println("    kubectl -n demo-policy scale deployment demo-api --replicas=5")
+	if err := expectDenied(scale(5)); err != nil {
+		return err
+	}
+	fmt.Println("    kubectl -n demo-policy scale deployment demo-api --replicas=3")
+	if err := scale(3); err != nil {
+		return err
+	}
+	fmt.Println("    deployment.apps/demo-api scaled")
+
+	step("Change the team label: denied, a team label once set stays")
+	err := d.updateDeployment(api, func(a *appsv1.Deployment) { a.Labels[deploypolicy.TeamLabel] = "payments" })
+	if err := expectDenied(err); err != nil {
+		return err
+	}
+	step("Protect it with " + deploypolicy.ProtectAnnotation + "=true: deletion is denied until the annotation is removed")
+	if err := d.updateDeployment(api, func(a *appsv1.Deployment) {
+		a.Annotations = map[string]string{deploypolicy.ProtectAnnotation: "true"}
+	}); err != nil {
+		return err
+	}
+	fmt.Println("    kubectl -n demo-policy delete deployment demo-api")
+	return expectDenied(d.c.Delete(d.ctx, api))
+}
+
+// updateDeployment re-reads and retries on a conflict; any other error, a denial included, is
+// returned as it is.
+func (d *demo) updateDeployment(dep *appsv1.Deployment, mutate func(*appsv1.Deployment)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(dep), dep); err != nil {
+			return err
+		}
+		mutate(dep)
+		return d.c.Update(d.ctx, dep)
+	})
+}
+
+// expectDenied prints an admission denial as kubectl would, and fails on anything else.
+func expectDenied(err error) error {
+	if !apierrors.IsForbidden(err) {
+		return fmt.Errorf("expected a denial, got %v", err)
+	}
+	fmt.Printf("    Error from server (Forbidden): %v\n", err)
+	return nil
+}
+
 // replicaSets waits until the Deployment has rolled out n ReplicaSets carrying a digest (the
 // first one, before the reloader stamped a digest, is left out), and prints them.
 func (d *demo) replicaSets(name, annotation string, n int) error {
@@ -363,7 +446,17 @@ func (d *demo) profileReady(p *conditionalv1alpha1.ConfigProfile, matched string
 // start installs a pattern and (re)starts it in the background as its ServiceAccount.
 func (d *demo) start(pattern string) error {
 	step(fmt.Sprintf("Install %s (server-side apply of its CRDs, ServiceAccount, least-privilege RBAC) and run it as its ServiceAccount", pattern))
-	cmd := exec.Command(filepath.Join(filepath.Dir(d.dir), "bin", pattern), "install", "--kubeconfig", d.kubeconfig)
+	bin := filepath.Join(filepath.Dir(d.dir), "bin", pattern)
+	var install, run []string
+	if pattern == "deploypolicy" { // a webhook: served here, called by the API server on 127.0.0.1
+		w, err := localcluster.PrepareWebhook(bin, ns, filepath.Join(d.dir, pattern+"-certs"))
+		if err != nil {
+			return err
+		}
+		install, run = w.InstallArgs(), w.RunArgs()
+		fmt.Printf("%s certs --dir %s --hosts 127.0.0.1   # a development CA and serving certificate\n", pattern, w.Dir)
+	}
+	cmd := exec.Command(bin, append([]string{"install", "--kubeconfig", d.kubeconfig}, install...)...)
 	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+ns)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -385,7 +478,7 @@ func (d *demo) start(pattern string) error {
 		return err
 	}
 	defer func() { _ = log.Close() }() // the pattern process keeps its own handle
-	p, err := localcluster.RunPattern(d.ctx, filepath.Join(filepath.Dir(d.dir), "bin", pattern), d.kubeconfig, ns, log, true)
+	p, err := localcluster.RunPattern(d.ctx, bin, d.kubeconfig, ns, log, true, run...)
 	if err != nil {
 		return fmt.Errorf("%w; see %s", err, log.Name())
 	}

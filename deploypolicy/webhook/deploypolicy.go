@@ -1,0 +1,201 @@
+// Package webhook enforces a namespace's Deployment policy at admission: a mutating handler
+// defaults a team label, a validating handler caps replicas (on the Deployment and on its /scale
+// subresource), keeps a team label once set, and protects annotated Deployments from deletion.
+// The policy is read live from a ConfigMap in the request's namespace, so a policy change applies
+// to the very next request. It owns nothing and runs no controller.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+const (
+	// Name is the pattern's name.
+	Name = "deploypolicy"
+	// TeamLabel is defaulted to Unassigned and, once set, may not change.
+	TeamLabel  = "team"
+	Unassigned = "unassigned"
+	// PolicyConfigMap in a namespace holds its policy; MaxReplicasKey its replica ceiling.
+	PolicyConfigMap    = "deployment-policy"
+	MaxReplicasKey     = "maxReplicas"
+	DefaultMaxReplicas = 10
+	// ProtectAnnotation "true" on a Deployment denies its deletion.
+	ProtectAnnotation = "patterns.kpatterns.dev/protect"
+	// Paths of the handlers, as in the markers below.
+	MutatePath   = "/mutate-apps-v1-deployment"
+	ValidatePath = "/validate-apps-v1-deployment"
+)
+
+// +kubebuilder:webhook:path=/mutate-apps-v1-deployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments,verbs=create;update,versions=v1,name=mutate.deploypolicy.patterns.kpatterns.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-apps-v1-deployment,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments;deployments/scale,verbs=create;update;delete,versions=v1,name=validate.deploypolicy.patterns.kpatterns.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
+// The policy ConfigMap is read live, by name, and nothing else is read.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,resourceNames=deployment-policy
+
+var (
+	deploymentGVK = appsv1.SchemeGroupVersion.WithKind("Deployment")
+	scaleGVK      = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+)
+
+// Setup registers both handlers on the manager's webhook server. The policy reader is the
+// manager's API reader: live GETs, no informer.
+func Setup(mgr ctrl.Manager) error {
+	dec := admission.NewDecoder(mgr.GetScheme())
+	srv := mgr.GetWebhookServer()
+	srv.Register(MutatePath, &admission.Webhook{Handler: &Defaulter{Decoder: dec}, RecoverPanic: ptr.To(true)})
+	srv.Register(ValidatePath, &admission.Webhook{Handler: &Validator{Decoder: dec, Policy: mgr.GetAPIReader()}, RecoverPanic: ptr.To(true)})
+	return nil
+}
+
+// Defaulter adds team=unassigned to a Deployment without a team label; an existing label is never
+// changed. Deployments created before the webhook gain it on their next UPDATE.
+type Defaulter struct {
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (d *Defaulter) Handle(_ context.Context, req admission.Request) admission.Response {
+	dep := &appsv1.Deployment{}
+	if resp, ok := decode(d.Decoder, req.Kind, deploymentGVK, req.Object, dep); !ok {
+		return resp
+	}
+	if _, ok := dep.Labels[TeamLabel]; ok {
+		return admission.Allowed("")
+	}
+	op := jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/labels/" + TeamLabel, Value: Unassigned}
+	if dep.Labels == nil {
+		op = jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/labels", Value: map[string]string{TeamLabel: Unassigned}}
+	}
+	return admission.Patched("defaulted label "+TeamLabel+"="+Unassigned, op)
+}
+
+// Validator enforces the namespace's policy on Deployments and their /scale subresource.
+type Validator struct {
+	Decoder admission.Decoder
+	Policy  client.Reader // live reads of the policy ConfigMap
+}
+
+// Handle implements admission.Handler.
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	switch {
+	case req.SubResource == "scale":
+		scale := &autoscalingv1.Scale{}
+		if resp, ok := decode(v.Decoder, req.Kind, scaleGVK, req.Object, scale); !ok {
+			return resp
+		}
+		return v.replicas(ctx, req.Namespace, scale.Spec.Replicas, -1)
+	case req.SubResource != "":
+		return admission.Allowed("")
+	case req.Operation == admissionv1.Delete:
+		old := &appsv1.Deployment{}
+		if resp, ok := decode(v.Decoder, req.Kind, deploymentGVK, req.OldObject, old); !ok {
+			return resp
+		}
+		if old.Annotations[ProtectAnnotation] == "true" {
+			return admission.Denied("remove the protection annotation before deleting: " + ProtectAnnotation + "=true")
+		}
+		return admission.Allowed("")
+	}
+	dep := &appsv1.Deployment{}
+	if resp, ok := decode(v.Decoder, req.Kind, deploymentGVK, req.Object, dep); !ok {
+		return resp
+	}
+	previous := int32(-1)
+	if req.Operation == admissionv1.Update {
+		old := &appsv1.Deployment{}
+		if resp, ok := decode(v.Decoder, req.Kind, deploymentGVK, req.OldObject, old); !ok {
+			return resp
+		}
+		if team, was := old.Labels[TeamLabel]; was && dep.Labels[TeamLabel] != team {
+			return admission.Denied(fmt.Sprintf("label %s=%s is set and may not be changed or removed", TeamLabel, team))
+		}
+		previous = replicasOf(old)
+	}
+	return v.replicas(ctx, req.Namespace, replicasOf(dep), previous)
+}
+
+// replicas allows n unless it exceeds the namespace's maximum. On an update (previous >= 0) only
+// an increase is held to it, so a Deployment above a lowered maximum can still be edited or
+// scaled down, never up.
+func (v *Validator) replicas(ctx context.Context, namespace string, n, previous int32) admission.Response {
+	maxReplicas, err := v.maxReplicas(ctx, namespace)
+	if err != nil {
+		var denial policyError
+		if errors.As(err, &denial) {
+			return admission.Denied(denial.Error())
+		}
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reading the namespace policy: %w", err))
+	}
+	if n > maxReplicas && (previous < 0 || n > previous) {
+		return admission.Denied(fmt.Sprintf("namespace policy allows at most %d replicas (ConfigMap %s, key %s); asked for %d",
+			maxReplicas, PolicyConfigMap, MaxReplicasKey, n))
+	}
+	return admission.Allowed("")
+}
+
+// maxReplicas reads the policy live: DefaultMaxReplicas without the ConfigMap or the key; a value
+// that is not a non-negative integer is a policyError (a denial naming the ConfigMap), never a
+// silent default.
+func (v *Validator) maxReplicas(ctx context.Context, namespace string) (int32, error) {
+	cm := &corev1.ConfigMap{}
+	err := v.Policy.Get(ctx, client.ObjectKey{Namespace: namespace, Name: PolicyConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return DefaultMaxReplicas, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	s, ok := cm.Data[MaxReplicasKey]
+	if !ok {
+		return DefaultMaxReplicas, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 0 {
+		return 0, policyError(fmt.Sprintf("ConfigMap %s/%s: %s=%q is not a non-negative integer; fix the policy", namespace, PolicyConfigMap, MaxReplicasKey, s))
+	}
+	return int32(n), nil
+}
+
+type policyError string
+
+func (e policyError) Error() string { return string(e) }
+
+func replicasOf(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1 // the API server's default
+	}
+	return *d.Spec.Replicas
+}
+
+// decode checks the request's kind and decodes raw into obj. A wrong kind or an object that does
+// not decode is a 400 with a clear message — never a panic, never a guess.
+func decode(dec admission.Decoder, kind metav1.GroupVersionKind, want schema.GroupVersionKind, raw runtime.RawExtension, obj runtime.Object) (admission.Response, bool) {
+	if kind.Group != want.Group || kind.Version != want.Version || kind.Kind != want.Kind {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("expected %s, got %s/%s %s", want, kind.Group, kind.Version, kind.Kind)), false
+	}
+	if len(raw.Raw) == 0 {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("the request carries no %s", want.Kind)), false
+	}
+	if err := dec.DecodeRaw(raw, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", want.Kind, err)), false
+	}
+	return admission.Response{}, true
+}

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/kpatterns/kpatterns/deploypolicy/webhook"
+)
+
+// TestDeployPolicy drives the admission rules through the cluster's kube-apiserver, with the
+// pattern serving as its ServiceAccount: locally out of the cluster, called by URL on 127.0.0.1.
+func TestDeployPolicy(t *testing.T) {
+	const ns = "e2e-deploypolicy"
+	web := func() *appsv1.Deployment {
+		sel := map[string]string{"app": "web"}
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: sel},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}}}
+	}
+	denied := func(t *testing.T, err error, want string) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want a denial saying %q", err, want)
+		}
+	}
+	// update re-reads and retries on a conflict (the deployment controller writes the object too);
+	// a denial is returned as it is.
+	update := func(ctx context.Context, c client.Client, mutate func(*appsv1.Deployment)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d := web()
+			if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+				return err
+			}
+			mutate(d)
+			return c.Update(ctx, d)
+		})
+	}
+	scale := func(ctx context.Context, c client.Client, n int32) error {
+		return c.SubResource("scale").Update(ctx, web(), client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}}))
+	}
+	// Teardowns run in order: the webhook configurations go first, while the pattern still serves,
+	// so that neither the namespace's deletion nor a later feature's Deployments are refused by a
+	// webhook that no longer answers (failurePolicy: Fail).
+	removeWebhooks := func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		c := clientFor(t, cfg)
+		meta := metav1.ObjectMeta{Name: "kpatterns-deploypolicy"}
+		for _, o := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: meta},
+			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: meta}} {
+			if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				t.Error(err)
+			}
+		}
+		return ctx
+	}
+	f := withPattern(features.New("deploypolicy").Teardown(removeWebhooks), "deploypolicy", ns).
+		Assess("a new Deployment is labelled team=unassigned", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			d := web()
+			if err := c.Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Labels[webhook.TeamLabel] != webhook.Unassigned {
+				t.Fatalf("labels = %v", d.Labels)
+			}
+			return ctx
+		}).
+		Assess("kubectl scale past the namespace's ceiling is denied, within it allowed", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: webhook.PolicyConfigMap, Namespace: ns},
+				Data: map[string]string{webhook.MaxReplicasKey: "3"}}); err != nil {
+				t.Fatal(err)
+			}
+			denied(t, scale(ctx, c, 5), "namespace policy allows at most 3 replicas")
+			if err := scale(ctx, c, 3); err != nil {
+				t.Fatalf("scale to 3: %v", err)
+			}
+			return ctx
+		}).
+		Assess("changing the team label is denied", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			err := update(ctx, c, func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "payments" })
+			denied(t, err, "label team=unassigned is set and may not be changed or removed")
+			return ctx
+		}).
+		Assess("a protected Deployment cannot be deleted until unprotected", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			if err := update(ctx, c, func(d *appsv1.Deployment) { d.Annotations = map[string]string{webhook.ProtectAnnotation: "true"} }); err != nil {
+				t.Fatal(err)
+			}
+			denied(t, c.Delete(ctx, web()), "remove the protection annotation before deleting")
+			if err := c.Get(ctx, client.ObjectKeyFromObject(web()), web()); err != nil {
+				t.Fatalf("the protected Deployment is gone: %v", err)
+			}
+			if err := update(ctx, c, func(d *appsv1.Deployment) { delete(d.Annotations, webhook.ProtectAnnotation) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Delete(ctx, web()); err != nil {
+				t.Fatalf("delete after unprotecting: %v", err)
+			}
+			return ctx
+		}).
+		Assess("a renewed certificate is served without a restart, and admission goes on", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			w := webhooks["deploypolicy"]
+			if w == nil {
+				t.Skip("the webhook runs in the cluster (kind): its Secret is rotated by whoever issues it")
+			}
+			served := func() *x509.Certificate {
+				conn, err := tls.Dial("tcp", "127.0.0.1:"+w.Port, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = conn.Close() }()
+				return conn.ConnectionState().PeerCertificates[0]
+			}
+			before := served()
+			renew := exec.CommandContext(ctx, filepath.Join(bins, "deploypolicy"), "certs", "--dir", w.Dir, "--hosts", "127.0.0.1", "--renew")
+			if out, err := renew.CombinedOutput(); err != nil {
+				t.Fatalf("certs --renew: %v: %s", err, out)
+			}
+			waitFor(t, "the renewed certificate is served", func(context.Context) (bool, error) {
+				return served().SerialNumber.Cmp(before.SerialNumber) != 0, nil
+			})
+			d := web()
+			d.Name = "after-rotation"
+			if err := clientFor(t, cfg).Create(ctx, d); err != nil {
+				t.Fatalf("admission after the rotation: %v", err)
+			}
+			if d.Labels[webhook.TeamLabel] != webhook.Unassigned {
+				t.Fatalf("labels after the rotation = %v", d.Labels)
+			}
+			return ctx
+		})
+	testEnv.Test(t, f.Feature())
+}

@@ -1,0 +1,173 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Webhook serving: a pattern declares its handlers with +kubebuilder:webhook markers (controller-gen
+// writes config/webhook/manifests.yaml) and registers them in Setup on mgr.GetWebhookServer().
+const (
+	// WebhookPort is where `run` serves admission requests by default.
+	WebhookPort = 9443
+	// CertDir is where `run` reads tls.crt and tls.key by default: the mount path of the TLS
+	// Secret in the rendered Deployment (controller-runtime's default).
+	CertDir = "/tmp/k8s-webhook-server/serving-certs"
+	// WebhookTimeoutSeconds bounds each admission call when a marker sets no timeout.
+	WebhookTimeoutSeconds = 5
+	// namespaceNameLabel is set by the API server on every Namespace.
+	namespaceNameLabel = "kubernetes.io/metadata.name"
+)
+
+// webhookConfigs reads the webhook configurations controller-gen wrote (none if the pattern has
+// no webhook markers).
+func webhookConfigs(config fs.FS) ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	if config == nil {
+		return nil, nil, nil
+	}
+	b, err := fs.ReadFile(config, "config/webhook/manifests.yaml")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var mutating []*admissionregistrationv1.MutatingWebhookConfiguration
+	var validating []*admissionregistrationv1.ValidatingWebhookConfiguration
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: %w", err)
+		}
+		var tm metav1.TypeMeta
+		if err := utilyaml.Unmarshal(doc, &tm); err != nil || tm.Kind == "" {
+			continue // an empty document
+		}
+		switch tm.Kind {
+		case "MutatingWebhookConfiguration":
+			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := utilyaml.UnmarshalStrict(doc, m); err != nil {
+				return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: %w", err)
+			}
+			mutating = append(mutating, m)
+		case "ValidatingWebhookConfiguration":
+			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := utilyaml.UnmarshalStrict(doc, v); err != nil {
+				return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: %w", err)
+			}
+			validating = append(validating, v)
+		default:
+			return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: unexpected kind %s", tm.Kind)
+		}
+	}
+	return mutating, validating, nil
+}
+
+// HasWebhooks reports whether the pattern serves admission webhooks.
+func HasWebhooks(p Pattern) (bool, error) {
+	m, v, err := webhookConfigs(p.Config)
+	return len(m)+len(v) > 0, err
+}
+
+// webhookObjects renders the pattern's webhook configurations for o: named kpatterns-<pattern>,
+// calling the Service <pattern>.<namespace> (or o.WebhookURL + path, for a webhook running out of
+// the cluster), trusting o.CAFile, never called for the operator's own namespace or kube-system
+// (so a broken webhook cannot block its own repair), and bounded by a timeout. The Service comes
+// with them unless o.WebhookURL is set.
+func webhookObjects(p Pattern, o Options, labels map[string]string) ([]client.Object, error) {
+	mutating, validating, err := webhookConfigs(p.Config)
+	if err != nil || len(mutating)+len(validating) == 0 {
+		return nil, err
+	}
+	var caBundle []byte
+	if o.CAFile != "" {
+		if caBundle, err = os.ReadFile(o.CAFile); err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+	}
+	if o.WebhookURL != "" && !strings.HasPrefix(o.WebhookURL, "https://") {
+		return nil, fmt.Errorf("--webhook-url %q: the API server calls webhooks over https", o.WebhookURL)
+	}
+	clientConfig := func(cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
+		path := "/"
+		if cc.Service != nil && cc.Service.Path != nil {
+			path = *cc.Service.Path
+		}
+		out := admissionregistrationv1.WebhookClientConfig{CABundle: caBundle}
+		if o.WebhookURL != "" {
+			out.URL = ptr.To(strings.TrimSuffix(o.WebhookURL, "/") + path)
+		} else {
+			out.Service = &admissionregistrationv1.ServiceReference{Name: p.Name, Namespace: o.Namespace, Path: &path, Port: ptr.To[int32](443)}
+		}
+		return out
+	}
+	exclude := func(sel *metav1.LabelSelector) *metav1.LabelSelector {
+		out := &metav1.LabelSelector{}
+		if sel != nil {
+			out = sel.DeepCopy()
+		}
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{o.Namespace, "kube-system"}})
+		return out
+	}
+	timeout := func(t *int32) *int32 {
+		if t == nil {
+			return ptr.To[int32](WebhookTimeoutSeconds)
+		}
+		return t
+	}
+	name := "kpatterns-" + p.Name
+	var objs []client.Object
+	for _, m := range mutating {
+		m.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: labels}
+		for i := range m.Webhooks {
+			w := &m.Webhooks[i]
+			w.ClientConfig, w.NamespaceSelector, w.TimeoutSeconds = clientConfig(w.ClientConfig), exclude(w.NamespaceSelector), timeout(w.TimeoutSeconds)
+		}
+		objs = append(objs, m)
+	}
+	for _, v := range validating {
+		v.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: labels}
+		for i := range v.Webhooks {
+			w := &v.Webhooks[i]
+			w.ClientConfig, w.NamespaceSelector, w.TimeoutSeconds = clientConfig(w.ClientConfig), exclude(w.NamespaceSelector), timeout(w.TimeoutSeconds)
+		}
+		objs = append(objs, v)
+	}
+	if o.WebhookURL == "" {
+		objs = append(objs, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: o.Namespace, Labels: labels},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": p.Name},
+				Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")}}},
+		})
+	}
+	return objs, nil
+}
+
+// WebhookServer is the TLS server `run` starts for a pattern with webhooks: certificates from
+// certDir (tls.crt, tls.key), reloaded by controller-runtime's certificate watcher when they
+// change (a rotated Secret is served without a restart), TLS 1.2 at least.
+func WebhookServer(host string, port int, certDir string) webhook.Server {
+	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}})
+}

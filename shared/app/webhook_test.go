@@ -1,0 +1,271 @@
+package app_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/testenv"
+)
+
+// What controller-gen writes for a +kubebuilder:webhook marker pair.
+const webhookYAML = `---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: mutating-webhook-configuration
+webhooks:
+- admissionReviewVersions:
+  - v1
+  clientConfig:
+    service:
+      name: webhook-service
+      namespace: system
+      path: /mutate-apps-v1-deployment
+  failurePolicy: Fail
+  name: mutate.gadget.example.com
+  rules:
+  - apiGroups: [apps]
+    apiVersions: [v1]
+    operations: [CREATE, UPDATE]
+    resources: [deployments]
+  sideEffects: None
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: validating-webhook-configuration
+webhooks:
+- admissionReviewVersions:
+  - v1
+  clientConfig:
+    service:
+      name: webhook-service
+      namespace: system
+      path: /validate-apps-v1-deployment
+  failurePolicy: Fail
+  name: validate.gadget.example.com
+  rules:
+  - apiGroups: [apps]
+    apiVersions: [v1]
+    operations: [CREATE, UPDATE, DELETE]
+    resources: [deployments, deployments/scale]
+  sideEffects: None
+  timeoutSeconds: 3
+`
+
+func admissionPattern() app.Pattern {
+	return app.Pattern{Name: "gadget", AdmissionOnly: true, Config: fstest.MapFS{
+		"config/rbac/role.yaml":         {Data: []byte(roleYAML)},
+		"config/webhook/manifests.yaml": {Data: []byte(webhookYAML)},
+	}}
+}
+
+func TestWebhookConfigurationsCallTheServiceAndSpareTheirOwnNamespace(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := app.Objects(admissionPattern(), app.Options{Namespace: "ops", CAFile: ca, Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *admissionregistrationv1.MutatingWebhookConfiguration
+	var v *admissionregistrationv1.ValidatingWebhookConfiguration
+	var svc *corev1.Service
+	var dep *appsv1.Deployment
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			m = o
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			v = o
+		case *corev1.Service:
+			svc = o
+		case *appsv1.Deployment:
+			dep = o
+		case *rbacv1.Role:
+			if strings.HasSuffix(o.Name, "leader-election") {
+				t.Errorf("an admission-only pattern got a leader-election Role")
+			}
+		}
+	}
+	if m == nil || v == nil || svc == nil || dep == nil {
+		t.Fatalf("rendered %d objects without both configurations, the Service and the Deployment", len(objs))
+	}
+	if m.Name != "kpatterns-gadget" || v.Name != "kpatterns-gadget" {
+		t.Errorf("names %s, %s", m.Name, v.Name)
+	}
+	wantSel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"ops", "kube-system"}}}}
+	mw, vw := m.Webhooks[0], v.Webhooks[0]
+	if d := cmp.Diff(wantSel, mw.NamespaceSelector); d != "" {
+		t.Errorf("namespaceSelector (-want +got):\n%s", d)
+	}
+	cc := mw.ClientConfig
+	if cc.Service == nil || cc.Service.Name != "gadget" || cc.Service.Namespace != "ops" || *cc.Service.Path != "/mutate-apps-v1-deployment" ||
+		*cc.Service.Port != 443 || string(cc.CABundle) != "PEM" || cc.URL != nil {
+		t.Errorf("clientConfig = %+v", cc)
+	}
+	if *mw.TimeoutSeconds != app.WebhookTimeoutSeconds || *vw.TimeoutSeconds != 3 {
+		t.Errorf("timeouts %d, %d: want the default, and the marker's", *mw.TimeoutSeconds, *vw.TimeoutSeconds)
+	}
+	if *mw.FailurePolicy != admissionregistrationv1.Fail || *mw.SideEffects != admissionregistrationv1.SideEffectClassNone ||
+		!cmp.Equal(vw.Rules[0].Resources, []string{"deployments", "deployments/scale"}) {
+		t.Errorf("markers not kept: %+v", vw)
+	}
+	if p := svc.Spec.Ports[0]; p.Port != 443 || p.TargetPort.StrVal != "webhook" {
+		t.Errorf("Service port %+v", p)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	vol := dep.Spec.Template.Spec.Volumes
+	if len(vol) != 1 || vol[0].Secret.SecretName != "gadget-webhook-tls" || c.VolumeMounts[0].MountPath != app.CertDir ||
+		!c.VolumeMounts[0].ReadOnly || c.Ports[len(c.Ports)-1].ContainerPort != app.WebhookPort {
+		t.Errorf("Deployment does not serve the mounted TLS Secret: %+v %+v", c, vol)
+	}
+	if sc := c.SecurityContext; !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation {
+		t.Errorf("securityContext %+v", sc)
+	}
+}
+
+func TestWebhookURLForAWebhookOutsideTheCluster(t *testing.T) {
+	objs, err := app.Objects(admissionPattern(), app.Options{Namespace: "ops", WebhookURL: "https://127.0.0.1:9443/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Service:
+			t.Error("a Service rendered for a webhook URL")
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			if u := o.Webhooks[0].ClientConfig.URL; u == nil || *u != "https://127.0.0.1:9443/validate-apps-v1-deployment" || o.Webhooks[0].ClientConfig.Service != nil {
+				t.Errorf("clientConfig = %+v", o.Webhooks[0].ClientConfig)
+			}
+		}
+	}
+	if _, err := app.Objects(admissionPattern(), app.Options{Namespace: "ops", WebhookURL: "http://127.0.0.1:9443"}); err == nil {
+		t.Error("an http:// webhook URL was accepted")
+	}
+}
+
+func TestCertsCoverTheServiceAndRefuseToOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, app.CertFile), filepath.Join(dir, app.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	caPEM, err := os.ReadFile(filepath.Join(dir, app.CAFile))
+	if err != nil || !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("ca.crt: %v", err)
+	}
+	for _, host := range []string{"gadget.ops.svc", "127.0.0.1"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: host}); err != nil {
+			t.Errorf("certificate for %s: %v", host, err)
+		}
+	}
+	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir}); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("overwrite without --force: %v", err)
+	}
+	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Force: true}); err != nil {
+		t.Errorf("overwrite with --force: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, app.SecretFile)); err != nil || !strings.Contains(string(b), "name: gadget-webhook-tls") ||
+		!strings.Contains(string(b), "type: kubernetes.io/tls") {
+		t.Errorf("secret.yaml: %v\n%s", err, b)
+	}
+}
+
+// A rotated certificate in the certificate directory is served without a restart (the Secret
+// mounted in a Pod is updated in place by the kubelet in the same way).
+func TestRotatedCertificateIsServedWithoutRestart(t *testing.T) {
+	dir := t.TempDir()
+	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	srv := app.WebhookServer("127.0.0.1", port, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	served := func() (*x509.Certificate, uint16, error) {
+		conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
+		if err != nil {
+			return nil, 0, err
+		}
+		defer func() { _ = conn.Close() }()
+		st := conn.ConnectionState()
+		return st.PeerCertificates[0], st.Version, nil
+	}
+	var first *x509.Certificate
+	testenv.Eventually(t, "the server answers", func() error {
+		c, version, err := served()
+		if err == nil && version < tls.VersionTLS12 {
+			t.Errorf("TLS version %x", version)
+		}
+		first = c
+		return err
+	})
+	if _, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11}); err == nil { //nolint:gosec // checks that TLS 1.1 is refused
+		t.Error("TLS 1.1 accepted")
+	}
+	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}, Renew: true}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the rotated certificate is served", func() error {
+		c, _, err := served()
+		if err != nil {
+			return err
+		}
+		if c.SerialNumber.Cmp(first.SerialNumber) == 0 {
+			return errors.New("still the first certificate")
+		}
+		if err := c.CheckSignatureFrom(ca(t, dir)); err != nil {
+			t.Errorf("the renewed certificate is not signed by the same CA: %v", err)
+		}
+		return nil
+	})
+}
+
+func ca(t *testing.T, dir string) *x509.Certificate {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, app.CAFile), filepath.Join(dir, app.CAKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
