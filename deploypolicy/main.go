@@ -15,7 +15,7 @@ var configFS embed.FS
 var pattern = app.Pattern{
 	Name:          webhook.Name,
 	Config:        configFS,
-	Setup:         webhook.Setup,
+	Webhooks:      webhook.Setup,
 	AdmissionOnly: true,
 }
 

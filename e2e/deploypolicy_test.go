@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,21 +55,7 @@ func TestDeployPolicy(t *testing.T) {
 	scale := func(ctx context.Context, c client.Client, n int32) error {
 		return c.SubResource("scale").Update(ctx, web(), client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}}))
 	}
-	// Teardowns run in order: the webhook configurations go first, while the pattern still serves,
-	// so that neither the namespace's deletion nor a later feature's Deployments are refused by a
-	// webhook that no longer answers (failurePolicy: Fail).
-	removeWebhooks := func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-		c := clientFor(t, cfg)
-		meta := metav1.ObjectMeta{Name: "kpatterns-deploypolicy"}
-		for _, o := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: meta},
-			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: meta}} {
-			if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-				t.Error(err)
-			}
-		}
-		return ctx
-	}
-	f := withPattern(features.New("deploypolicy").Teardown(removeWebhooks), "deploypolicy", ns).
+	f := withPattern(features.New("deploypolicy"), "deploypolicy", ns).
 		Assess("a new Deployment is labelled team=unassigned", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := clientFor(t, cfg)
 			d := web()

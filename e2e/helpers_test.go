@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,6 +60,18 @@ func withPattern(b *features.FeatureBuilder, pattern, ns string) *features.Featu
 			return context.WithValue(ctx, stopKey{pattern}, runPattern(ctx, t, cfg, pattern))
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if webhookPatterns[pattern] {
+				// First, while the pattern still serves: a webhook that no longer answers would
+				// refuse the namespace's deletion and later features' writes (failurePolicy: Fail).
+				c := clientFor(t, cfg)
+				meta := metav1.ObjectMeta{Name: "kpatterns-" + pattern}
+				for _, o := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: meta},
+					&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: meta}} {
+					if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+						t.Error(err)
+					}
+				}
+			}
 			if stop, ok := ctx.Value(stopKey{pattern}).(func()); ok {
 				stop()
 			}

@@ -46,7 +46,7 @@ var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary"
 // webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
 // on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).
 var (
-	webhookPatterns = map[string]bool{"deploypolicy": true}
+	webhookPatterns = map[string]bool{"deploypolicy": true, "widget": true}
 	webhooks        = map[string]*localcluster.Webhook{}
 )
 

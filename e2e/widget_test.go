@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/widget/controller"
 )
 
 func TestWidget(t *testing.T) {
@@ -42,6 +44,18 @@ func TestWidget(t *testing.T) {
 			}
 			if len(pods.Items) != 2 {
 				t.Fatalf("%d Pods, want 2", len(pods.Items))
+			}
+			return ctx
+		}).
+		Assess("a Widget the namespace's widget-policy denies is refused", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.PolicyConfigMap, Namespace: ns},
+				Data: map[string]string{controller.AllowedImagesKey: "nginx:"}}); err != nil {
+				t.Fatal(err)
+			}
+			w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "outlaw", Namespace: ns}, Spec: v1alpha1.WidgetSpec{Image: "busybox:1.36"}}
+			if err := c.Create(ctx, w); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is not allowed by ConfigMap widget-policy") {
+				t.Fatalf("err = %v, want a denial by the policy", err)
 			}
 			return ctx
 		}).

@@ -19,6 +19,7 @@ var pattern = app.Pattern{
 	AddToScheme: v1alpha1.AddToScheme,
 	Cache:       controller.CacheOptions,
 	Setup:       controller.Setup,
+	Webhooks:    controller.SetupWebhooks,
 }
 
 func main() { app.Main(pattern) }

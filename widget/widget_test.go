@@ -330,6 +330,7 @@ func TestAPIErrorsSurfaceInConditions(t *testing.T) {
 
 func TestInvalidSpecsAreRejected(t *testing.T) {
 	ns := env.Namespace(t)
+	env.Manager(t) // its webhooks are called before the schema's validation
 	for _, tc := range []struct {
 		name   string
 		mutate func(*v1alpha1.Widget)
@@ -355,5 +356,71 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 	}
 	if w.Spec.Replicas == nil || *w.Spec.Replicas != 1 || w.Spec.Port != 8080 {
 		t.Errorf("defaults: replicas %v, port %d; want 1 and 8080", w.Spec.Replicas, w.Spec.Port)
+	}
+}
+
+// Admission: the Widget's webhooks run in the same manager as its controller. A Widget without a
+// team label gets team=unassigned; the namespace's widget-policy ConfigMap (read live) limits
+// images and replicas; a denied Widget is never stored, so the controller never sees it.
+func TestPolicyAdmission(t *testing.T) {
+	ns := env.Namespace(t)
+	env.Manager(t)
+	ctx := context.Background()
+	free := widget(ns, "free")
+	if err := env.Client.Create(ctx, free); err != nil {
+		t.Fatalf("no policy: %v", err)
+	}
+	if free.Labels[controller.TeamLabel] != controller.Unassigned {
+		t.Errorf("labels = %v, want team=unassigned defaulted", free.Labels)
+	}
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.PolicyConfigMap, Namespace: ns},
+		Data: map[string]string{controller.AllowedImagesKey: "registry.example.com/, nginx:", controller.MaxReplicasKey: "3"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*v1alpha1.Widget)
+		says   string
+	}{
+		{"busybox", func(w *v1alpha1.Widget) { w.Spec.Image = "busybox:1.36" },
+			`image "busybox:1.36" is not allowed by ConfigMap widget-policy: it must start with one of registry.example.com/, nginx:`},
+		{"many", func(w *v1alpha1.Widget) { w.Spec.Replicas = ptr.To[int32](5) }, "ConfigMap widget-policy allows at most 3 replicas; asked for 5"},
+	} {
+		w := widget(ns, tc.name)
+		tc.mutate(w)
+		err := env.Client.Create(ctx, w)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: err = %v, want a denial saying %q", tc.name, err, tc.says)
+		}
+		// Never stored, so never reconciled: no children.
+		for _, child := range []client.Object{&v1alpha1.Widget{}, &corev1.ConfigMap{}, &appsv1.Deployment{}} {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.name}, child); !apierrors.IsNotFound(err) {
+				t.Errorf("%s: %T: err = %v, want NotFound", tc.name, child, err)
+			}
+		}
+	}
+	ok := widget(ns, "allowed")
+	ok.Spec.Replicas = ptr.To[int32](3)
+	if err := env.Client.Create(ctx, ok); err != nil {
+		t.Fatalf("an allowed Widget: %v", err)
+	}
+	condition(t, ns, "allowed", "ConfigMapReady", metav1.ConditionTrue, "Ready")
+
+	// "free" predates the ceiling; editing it is allowed, growing it past the ceiling is not.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		w := get(t, &v1alpha1.Widget{}, ns, "free")
+		w.Labels["tier"] = "web"
+		return env.Client.Update(ctx, w)
+	})
+	if err != nil {
+		t.Errorf("a label edit under a tightened policy: %v", err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		w := get(t, &v1alpha1.Widget{}, ns, "free")
+		w.Spec.Replicas = ptr.To[int32](4)
+		return env.Client.Update(ctx, w)
+	})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("growing past the ceiling: err = %v, want a denial", err)
 	}
 }

@@ -16,15 +16,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kpatterns/kpatterns/shared/admit"
 )
 
 const (
@@ -74,7 +71,7 @@ type Defaulter struct {
 // Handle implements admission.Handler.
 func (d *Defaulter) Handle(_ context.Context, req admission.Request) admission.Response {
 	dep := &appsv1.Deployment{}
-	if resp, ok := decode(d.Decoder, req.Kind, deploymentGVK, req.Object, dep); !ok {
+	if resp, ok := admit.Decode(d.Decoder, req.Kind, deploymentGVK, req.Object, dep); !ok {
 		return resp
 	}
 	if _, ok := dep.Labels[TeamLabel]; ok {
@@ -98,7 +95,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	switch {
 	case req.SubResource == "scale":
 		scale := &autoscalingv1.Scale{}
-		if resp, ok := decode(v.Decoder, req.Kind, scaleGVK, req.Object, scale); !ok {
+		if resp, ok := admit.Decode(v.Decoder, req.Kind, scaleGVK, req.Object, scale); !ok {
 			return resp
 		}
 		return v.replicas(ctx, req.Namespace, scale.Spec.Replicas, -1)
@@ -106,7 +103,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	case req.Operation == admissionv1.Delete:
 		old := &appsv1.Deployment{}
-		if resp, ok := decode(v.Decoder, req.Kind, deploymentGVK, req.OldObject, old); !ok {
+		if resp, ok := admit.Decode(v.Decoder, req.Kind, deploymentGVK, req.OldObject, old); !ok {
 			return resp
 		}
 		if old.Annotations[ProtectAnnotation] == "true" {
@@ -115,13 +112,13 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	dep := &appsv1.Deployment{}
-	if resp, ok := decode(v.Decoder, req.Kind, deploymentGVK, req.Object, dep); !ok {
+	if resp, ok := admit.Decode(v.Decoder, req.Kind, deploymentGVK, req.Object, dep); !ok {
 		return resp
 	}
 	previous := int32(-1)
 	if req.Operation == admissionv1.Update {
 		old := &appsv1.Deployment{}
-		if resp, ok := decode(v.Decoder, req.Kind, deploymentGVK, req.OldObject, old); !ok {
+		if resp, ok := admit.Decode(v.Decoder, req.Kind, deploymentGVK, req.OldObject, old); !ok {
 			return resp
 		}
 		if team, was := old.Labels[TeamLabel]; was && dep.Labels[TeamLabel] != team {
@@ -138,7 +135,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 func (v *Validator) replicas(ctx context.Context, namespace string, n, previous int32) admission.Response {
 	maxReplicas, err := v.maxReplicas(ctx, namespace)
 	if err != nil {
-		var denial policyError
+		var denial admit.Denial
 		if errors.As(err, &denial) {
 			return admission.Denied(denial.Error())
 		}
@@ -155,47 +152,24 @@ func (v *Validator) replicas(ctx context.Context, namespace string, n, previous 
 // that is not a non-negative integer is a policyError (a denial naming the ConfigMap), never a
 // silent default.
 func (v *Validator) maxReplicas(ctx context.Context, namespace string) (int32, error) {
-	cm := &corev1.ConfigMap{}
-	err := v.Policy.Get(ctx, client.ObjectKey{Namespace: namespace, Name: PolicyConfigMap}, cm)
-	if apierrors.IsNotFound(err) {
-		return DefaultMaxReplicas, nil
-	}
+	policy, err := admit.Policy(ctx, v.Policy, namespace, PolicyConfigMap)
 	if err != nil {
 		return 0, err
 	}
-	s, ok := cm.Data[MaxReplicasKey]
+	s, ok := policy[MaxReplicasKey]
 	if !ok {
 		return DefaultMaxReplicas, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil || n < 0 {
-		return 0, policyError(fmt.Sprintf("ConfigMap %s/%s: %s=%q is not a non-negative integer; fix the policy", namespace, PolicyConfigMap, MaxReplicasKey, s))
+		return 0, admit.Denial(fmt.Sprintf("ConfigMap %s/%s: %s=%q is not a non-negative integer; fix the policy", namespace, PolicyConfigMap, MaxReplicasKey, s))
 	}
 	return int32(n), nil
 }
-
-type policyError string
-
-func (e policyError) Error() string { return string(e) }
 
 func replicasOf(d *appsv1.Deployment) int32 {
 	if d.Spec.Replicas == nil {
 		return 1 // the API server's default
 	}
 	return *d.Spec.Replicas
-}
-
-// decode checks the request's kind and decodes raw into obj. A wrong kind or an object that does
-// not decode is a 400 with a clear message — never a panic, never a guess.
-func decode(dec admission.Decoder, kind metav1.GroupVersionKind, want schema.GroupVersionKind, raw runtime.RawExtension, obj runtime.Object) (admission.Response, bool) {
-	if kind.Group != want.Group || kind.Version != want.Version || kind.Kind != want.Kind {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("expected %s, got %s/%s %s", want, kind.Group, kind.Version, kind.Kind)), false
-	}
-	if len(raw.Raw) == 0 {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("the request carries no %s", want.Kind)), false
-	}
-	if err := dec.DecodeRaw(raw, obj); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", want.Kind, err)), false
-	}
-	return admission.Response{}, true
 }

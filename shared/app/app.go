@@ -28,9 +28,11 @@ type Pattern struct {
 	AddToScheme func(*runtime.Scheme) error
 	// Cache narrows what the informers hold (label selectors, transforms); optional.
 	Cache func(*cache.Options)
-	// Setup registers the pattern's controllers, and its webhook handlers on
-	// mgr.GetWebhookServer() at the paths of its +kubebuilder:webhook markers.
+	// Setup registers the pattern's controllers (optional for an admission-only pattern).
 	Setup func(manager.Manager) error
+	// Webhooks registers the pattern's admission handlers on mgr.GetWebhookServer(), at the paths
+	// of its +kubebuilder:webhook markers (optional).
+	Webhooks func(manager.Manager) error
 	// AdmissionOnly: the pattern has webhooks and no controller, so it needs no leader election:
 	// every replica serves, and no Lease or leader-election Role is rendered.
 	AdmissionOnly bool

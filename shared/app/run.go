@@ -169,8 +169,13 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 			return nil, err
 		}
 	}
-	if err := p.Setup(mgr); err != nil {
-		return nil, err
+	for _, setup := range []func(manager.Manager) error{p.Webhooks, p.Setup} {
+		if setup == nil {
+			continue
+		}
+		if err := setup(mgr); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

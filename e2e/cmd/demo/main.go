@@ -41,6 +41,7 @@ import (
 	"github.com/kpatterns/kpatterns/shared/rollout"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
+	widget "github.com/kpatterns/kpatterns/widget/controller"
 )
 
 const ns = "default"
@@ -368,7 +369,19 @@ func (d *demo) deploypolicy() error {
 		return err
 	}
 	fmt.Println("    kubectl -n demo-policy delete deployment demo-api")
-	return expectDenied(d.c.Delete(d.ctx, api))
+	if err := expectDenied(d.c.Delete(d.ctx, api)); err != nil {
+		return err
+	}
+
+	step("The Widget pattern has admission too (same process as its controller): " + policyNS + "'s " + widget.PolicyConfigMap + " allows only nginx images")
+	wp := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: widget.PolicyConfigMap, Namespace: policyNS},
+		Data: map[string]string{widget.AllowedImagesKey: "nginx:"}}
+	if err := d.recreate(wp, wp.DeepCopy()); err != nil {
+		return err
+	}
+	fmt.Println("    kubectl -n demo-policy create -f widget.yaml   # image: busybox:1.36")
+	return expectDenied(d.c.Create(d.ctx, &widgetv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "demo-outlaw", Namespace: policyNS},
+		Spec: widgetv1alpha1.WidgetSpec{Image: "busybox:1.36"}}))
 }
 
 // updateDeployment re-reads and retries on a conflict; any other error, a denial included, is
@@ -448,7 +461,7 @@ func (d *demo) start(pattern string) error {
 	step(fmt.Sprintf("Install %s (server-side apply of its CRDs, ServiceAccount, least-privilege RBAC) and run it as its ServiceAccount", pattern))
 	bin := filepath.Join(filepath.Dir(d.dir), "bin", pattern)
 	var install, run []string
-	if pattern == "deploypolicy" { // a webhook: served here, called by the API server on 127.0.0.1
+	if pattern == "deploypolicy" || pattern == "widget" { // webhooks: served here, called by the API server on 127.0.0.1
 		w, err := localcluster.PrepareWebhook(bin, ns, filepath.Join(d.dir, pattern+"-certs"))
 		if err != nil {
 			return err

@@ -1,0 +1,57 @@
+// Package admit holds what every admission handler of kpatterns does the same way: check the
+// request's kind and decode its object with a clear 400 on bad input, and read a namespace's
+// policy ConfigMap live.
+package admit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Decode checks that the request is about want and decodes raw (the request's object or old
+// object) into obj. A wrong kind, a missing object or one that does not decode is an HTTP 400
+// with a clear message — never a panic, never a guess; ok is false then and resp is the answer.
+func Decode(dec admission.Decoder, kind metav1.GroupVersionKind, want schema.GroupVersionKind, raw runtime.RawExtension, obj runtime.Object) (resp admission.Response, ok bool) {
+	if kind.Group != want.Group || kind.Version != want.Version || kind.Kind != want.Kind {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("expected %s, got %s/%s %s", want, kind.Group, kind.Version, kind.Kind)), false
+	}
+	if len(raw.Raw) == 0 {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("the request carries no %s", want.Kind)), false
+	}
+	if err := dec.DecodeRaw(raw, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", want.Kind, err)), false
+	}
+	return admission.Response{}, true
+}
+
+// Policy reads the ConfigMap name in namespace live (a GET, no cache: a policy change applies to
+// the next request) and returns its data; nil without error if it does not exist.
+func Policy(ctx context.Context, live client.Reader, namespace, name string) (map[string]string, error) {
+	cm := &corev1.ConfigMap{}
+	err := live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, name, err)
+	}
+	if cm.Data == nil {
+		return map[string]string{}, nil
+	}
+	return cm.Data, nil
+}
+
+// Denial is a policy that cannot be applied as written (a malformed value, say): the request is
+// denied with its message, naming the policy, rather than admitted on a silent default.
+type Denial string
+
+func (d Denial) Error() string { return string(d) }
