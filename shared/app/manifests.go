@@ -73,22 +73,27 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 		return nil, err
 	}
 	objs = append(objs, hooks...)
-	if o.Image != "" {
+	if !p.AdmissionOnly { // an admission-only pattern: every replica serves, no Lease, no Role for one
+		objs = append(objs, leaderElectionRBAC(o.Namespace, name, subjects, meta)...)
+	}
+	if o.Image != "" { // last: it starts once everything it needs is in place
 		objs = append(objs, deployment(p.Name, o, labels, len(hooks) > 0))
 	}
-	if p.AdmissionOnly { // every replica serves: no Lease, no leader-election Role
-		return typed(objs)
-	}
+	return typed(objs)
+}
+
+// leaderElectionRBAC lets the pattern hold its Lease and record events in its own namespace.
+func leaderElectionRBAC(namespace, name string, subjects []rbacv1.Subject, meta func(ns, n string) metav1.ObjectMeta) []client.Object {
 	le := name + "-leader-election"
-	objs = append(objs,
-		&rbacv1.Role{ObjectMeta: meta(o.Namespace, le), Rules: []rbacv1.PolicyRule{
+	return []client.Object{
+		&rbacv1.Role{ObjectMeta: meta(namespace, le), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		}},
-		&rbacv1.RoleBinding{ObjectMeta: meta(o.Namespace, le), Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le}})
-	return typed(objs)
+		&rbacv1.RoleBinding{ObjectMeta: meta(namespace, le), Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le}},
+	}
 }
 
 // typed sets each object's kind, so that typed objects render and apply with it.
