@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/kpatterns/kpatterns/deploypolicy/webhook"
+	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
 // TestDeployPolicy drives the admission rules through the cluster's kube-apiserver, with the
@@ -134,4 +137,56 @@ func TestDeployPolicy(t *testing.T) {
 			return ctx
 		})
 	testEnv.Test(t, f.Feature())
+}
+
+// BenchmarkAdmissionLatency is deploypolicy's benchmark of the same name on the local cluster:
+// the webhook runs as its own process (as its ServiceAccount, called by URL), apart from the load.
+// Dry-run creates (the webhooks declare sideEffects: None, so admission runs; nothing is stored
+// and no controller works on them) at 50/s and 200/s for 5 s each into a governed namespace, and,
+// as the baseline in the same run, into the operator namespace the webhooks exclude.
+//
+//	go test -run '^$' -bench AdmissionLatency -benchtime 1x ./e2e/
+func BenchmarkAdmissionLatency(b *testing.B) {
+	ctx := context.Background()
+	cfg := testEnv.EnvConf()
+	const governed = "e2e-admission-bench"
+	rc := rest.CopyConfig(cfg.Client().RESTConfig())
+	rc.QPS = -1 // the load must not be throttled by client-go's default limiter (5/s)
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: governed}}); err != nil {
+		b.Fatal(err)
+	}
+	stop := runPattern(ctx, b, cfg, "deploypolicy")
+	defer func() {
+		removeWebhooks(ctx, b, cfg, "deploypolicy")
+		stop()
+		_ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: governed}})
+	}()
+	for _, rate := range []int{50, 200} {
+		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
+			for range b.N {
+				create := func(ns string) func(int) error {
+					return func(i int) error {
+						d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i), Namespace: ns},
+							Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bench"}},
+								Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "bench"}},
+									Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}}}
+						return c.Create(ctx, d, client.DryRunAll)
+					}
+				}
+				base, err := testenv.Paced(rate, rate*5, create(operatorNamespace))
+				if err != nil {
+					b.Fatal(err)
+				}
+				hooked, err := testenv.Paced(rate, rate*5, create(governed))
+				if err != nil {
+					b.Fatal(err)
+				}
+				testenv.ReportLatency(b, base, hooked)
+			}
+		})
+	}
 }

@@ -31,7 +31,7 @@ var scheme = func() *runtime.Scheme {
 }()
 
 // clientFor returns an admin controller-runtime client for the suite's cluster.
-func clientFor(t *testing.T, cfg *envconf.Config) client.Client {
+func clientFor(t testing.TB, cfg *envconf.Config) client.Client {
 	t.Helper()
 	c, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: scheme})
 	if err != nil {
@@ -60,22 +60,29 @@ func withPattern(b *features.FeatureBuilder, pattern, ns string) *features.Featu
 			return context.WithValue(ctx, stopKey{pattern}, runPattern(ctx, t, cfg, pattern))
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if webhookPatterns[pattern] {
-				// First, while the pattern still serves: a webhook that no longer answers would
-				// refuse the namespace's deletion and later features' writes (failurePolicy: Fail).
-				c := clientFor(t, cfg)
-				meta := metav1.ObjectMeta{Name: "kpatterns-" + pattern}
-				for _, o := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: meta},
-					&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: meta}} {
-					if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-						t.Error(err)
-					}
-				}
-			}
+			removeWebhooks(ctx, t, cfg, pattern)
 			if stop, ok := ctx.Value(stopKey{pattern}).(func()); ok {
 				stop()
 			}
 			_ = clientFor(t, cfg).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 			return ctx
 		})
+}
+
+// removeWebhooks deletes a webhook pattern's configurations. Call it while the pattern still
+// serves: a webhook that no longer answers would refuse the namespace's deletion and later
+// features' writes (failurePolicy: Fail).
+func removeWebhooks(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern string) {
+	t.Helper()
+	if !webhookPatterns[pattern] {
+		return
+	}
+	c := clientFor(t, cfg)
+	meta := metav1.ObjectMeta{Name: "kpatterns-" + pattern}
+	for _, o := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: meta},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: meta}} {
+		if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			t.Error(err)
+		}
+	}
 }

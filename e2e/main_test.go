@@ -132,7 +132,7 @@ func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
 }
 
 // installPattern applies a pattern's generated manifests (with --image, its Deployment on kind).
-func installPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string, extra ...string) {
+func installPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern string, extra ...string) {
 	t.Helper()
 	install := append([]string{"install"}, extra...)
 	if kindRun {
@@ -148,7 +148,7 @@ func installPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, patt
 // runPattern installs a pattern with its generated manifests and runs it until the returned stop
 // is called: locally as a process impersonating its ServiceAccount (so its RBAC is what is
 // tested), on kind as the generated Deployment.
-func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern string) (stop func()) {
+func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern string) (stop func()) {
 	t.Helper()
 	bin := filepath.Join(bins, pattern)
 	var install, run []string
@@ -191,7 +191,7 @@ func runPattern(ctx context.Context, t *testing.T, cfg *envconf.Config, pattern 
 }
 
 // applySecret creates the TLS Secret that `certs` wrote (kind: the Deployment mounts it).
-func applySecret(ctx context.Context, t *testing.T, cfg *envconf.Config, file string) {
+func applySecret(ctx context.Context, t testing.TB, cfg *envconf.Config, file string) {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {

@@ -96,7 +96,7 @@ func Run(ctx context.Context, p Pattern, o RunOptions) error {
 		return err
 	}
 	log.Info("starting", "pattern", p.Name, "namespace", o.Namespace, "watchNamespaces", o.WatchNamespaces,
-		"leaderElection", o.LeaderElect, "user", cfg.Impersonate.UserName)
+		"leaderElection", o.LeaderElect && !p.AdmissionOnly, "user", cfg.Impersonate.UserName)
 	return mgr.Start(ctx)
 }
 
@@ -210,12 +210,18 @@ func CheckCRDs(cfg *rest.Config, p Pattern) error {
 }
 
 // restConfig loads an explicit kubeconfig, else what controller-runtime finds ($KUBECONFIG,
-// in-cluster, ~/.kube/config).
+// in-cluster, ~/.kube/config). Either way client-go's client-side rate limiter is off unless the
+// kubeconfig sets one (controller-runtime's rule: the API server's Priority and Fairness limits
+// instead); without that, an explicit --kubeconfig got client-go's default of 5 requests/s, and a
+// webhook's live reads queued behind it.
 func restConfig(path string) (*rest.Config, error) {
 	if path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
 			return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+		}
+		if cfg.QPS == 0 {
+			cfg.QPS = -1
 		}
 		return cfg, nil
 	}

@@ -178,7 +178,7 @@ var (
 // build is a variable so tests can count builds without compiling Kubernetes.
 var build = func(ctx context.Context, mod, out string) error {
 	start := time.Now()
-	_, _ = fmt.Fprintf(Progress, "controlplane: building %s once for this version (a cold build takes about 6 minutes on 2 cores)\n",
+	_, _ = fmt.Fprintf(Progress, "controlplane: building %s once for this version (about 12 minutes on a cold 2-core machine)\n",
 		strings.Join(Binaries, ", "))
 	if err := step(ctx, start, "downloading modules", mod, "mod", "download"); err != nil {
 		return err

@@ -1,0 +1,65 @@
+package testenv
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Paced calls op n times at a fixed rate (per second), each call in its own goroutine so a slow
+// call never delays the next start, and returns the latencies of the calls that succeeded, sorted,
+// and the first error. For benchmarks: latency under a steady arrival rate, not a closed loop.
+func Paced(rate, n int, op func(i int) error) ([]time.Duration, error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var first error
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			err := op(i)
+			took := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				return
+			}
+			lat = append(lat, took)
+		}()
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	return lat, first
+}
+
+// Percentile returns the p-th percentile (0–100) of sorted latencies; 0 if there are none.
+func Percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
+}
+
+// ReportLatency reports a baseline's and a variant's p50 and p99 in milliseconds, the p99 the
+// variant adds, and the ratio of the p99s, as benchmark metrics.
+func ReportLatency(b *testing.B, baseline, variant []time.Duration) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	bp99, vp99 := Percentile(baseline, 99), Percentile(variant, 99)
+	b.ReportMetric(ms(Percentile(baseline, 50)), "baseline-p50-ms")
+	b.ReportMetric(ms(bp99), "baseline-p99-ms")
+	b.ReportMetric(ms(Percentile(variant, 50)), "webhook-p50-ms")
+	b.ReportMetric(ms(vp99), "webhook-p99-ms")
+	b.ReportMetric(ms(vp99-bp99), "added-p99-ms")
+	if bp99 > 0 {
+		b.ReportMetric(float64(vp99)/float64(bp99), "p99-ratio")
+	}
+}
