@@ -12,11 +12,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -52,36 +50,21 @@ var (
 	scaleGVK      = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 )
 
-// Setup registers both handlers on the manager's webhook server. The policy reader is the
+// Setup registers both handlers on the manager's webhook server: the mutating one defaults
+// team=unassigned on a Deployment without a team label (an existing label is never changed;
+// Deployments created before the webhook gain it on their next UPDATE). The policy reader is the
 // manager's API reader: live GETs, no informer.
 func Setup(mgr ctrl.Manager) error {
 	dec := admission.NewDecoder(mgr.GetScheme())
-	srv := mgr.GetWebhookServer()
-	srv.Register(MutatePath, &admission.Webhook{Handler: &Defaulter{Decoder: dec}, RecoverPanic: ptr.To(true)})
-	srv.Register(ValidatePath, &admission.Webhook{Handler: &Validator{Decoder: dec, Policy: mgr.GetAPIReader()}, RecoverPanic: ptr.To(true)})
+	admit.Register(mgr, MutatePath, NewDefaulter(dec))
+	admit.Register(mgr, ValidatePath, &Validator{Decoder: dec, Policy: mgr.GetAPIReader()})
 	return nil
 }
 
-// Defaulter adds team=unassigned to a Deployment without a team label; an existing label is never
-// changed. Deployments created before the webhook gain it on their next UPDATE.
-type Defaulter struct {
-	Decoder admission.Decoder
-}
-
-// Handle implements admission.Handler.
-func (d *Defaulter) Handle(_ context.Context, req admission.Request) admission.Response {
-	dep := &appsv1.Deployment{}
-	if resp, ok := admit.Decode(d.Decoder, req.Kind, deploymentGVK, req.Object, dep); !ok {
-		return resp
-	}
-	if _, ok := dep.Labels[TeamLabel]; ok {
-		return admission.Allowed("")
-	}
-	op := jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/labels/" + TeamLabel, Value: Unassigned}
-	if dep.Labels == nil {
-		op = jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/labels", Value: map[string]string{TeamLabel: Unassigned}}
-	}
-	return admission.Patched("defaulted label "+TeamLabel+"="+Unassigned, op)
+// NewDefaulter returns the mutating handler.
+func NewDefaulter(dec admission.Decoder) *admit.LabelDefaulter {
+	return &admit.LabelDefaulter{Decoder: dec, Kind: deploymentGVK, Key: TeamLabel, Value: Unassigned,
+		New: func() client.Object { return &appsv1.Deployment{} }}
 }
 
 // Validator enforces the namespace's policy on Deployments and their /scale subresource.

@@ -23,14 +23,14 @@ var (
 	scaleKind      = metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
 )
 
-func handlers(policy ...string) (*Defaulter, *Validator) {
+func handlers(policy ...string) (admission.Handler, *Validator) {
 	dec := admission.NewDecoder(clientgoscheme.Scheme)
 	c := fake.NewClientBuilder()
 	if len(policy) > 0 {
 		c = c.WithObjects(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: PolicyConfigMap, Namespace: "ns"},
 			Data: map[string]string{MaxReplicasKey: policy[0]}})
 	}
-	return &Defaulter{Decoder: dec}, &Validator{Decoder: dec, Policy: c.Build()}
+	return NewDefaulter(dec), &Validator{Decoder: dec, Policy: c.Build()}
 }
 
 func request(op admissionv1.Operation, kind metav1.GroupVersionKind, sub string, obj, old []byte) admission.Request {

@@ -7,13 +7,17 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -55,3 +59,36 @@ func Policy(ctx context.Context, live client.Reader, namespace, name string) (ma
 type Denial string
 
 func (d Denial) Error() string { return string(d) }
+
+// Register serves handler at path on the manager's webhook server, with controller-runtime's
+// panic recovery: a handler bug answers 500, never crashes the replica.
+func Register(mgr manager.Manager, path string, handler admission.Handler) {
+	mgr.GetWebhookServer().Register(path, &admission.Webhook{Handler: handler, RecoverPanic: ptr.To(true)})
+}
+
+// LabelDefaulter is a mutating handler that adds Key=Value to an object of kind Kind without a Key
+// label; an existing label, whatever its value, is never changed.
+type LabelDefaulter struct {
+	Decoder    admission.Decoder
+	Kind       schema.GroupVersionKind
+	New        func() client.Object
+	Key, Value string
+}
+
+// Handle implements admission.Handler.
+func (d *LabelDefaulter) Handle(_ context.Context, req admission.Request) admission.Response {
+	obj := d.New()
+	if resp, ok := Decode(d.Decoder, req.Kind, d.Kind, req.Object, obj); !ok {
+		return resp
+	}
+	if _, ok := obj.GetLabels()[d.Key]; ok {
+		return admission.Allowed("")
+	}
+	// RFC 6901: "~" and "/" in a label key are escaped in a JSON pointer.
+	op := jsonpatch.JsonPatchOperation{Operation: "add", Value: d.Value,
+		Path: "/metadata/labels/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(d.Key)}
+	if obj.GetLabels() == nil {
+		op = jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/labels", Value: map[string]string{d.Key: d.Value}}
+	}
+	return admission.Patched("defaulted label "+d.Key+"="+d.Value, op)
+}

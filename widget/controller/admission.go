@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,35 +41,15 @@ const (
 
 var widgetGVK = v1alpha1.GroupVersion.WithKind("Widget")
 
-// SetupWebhooks registers the Widget's admission handlers on the manager's webhook server; the
-// policy is read live through the API reader.
+// SetupWebhooks registers the Widget's admission handlers on the manager's webhook server: the
+// mutating one labels a Widget without a team label team=unassigned; the policy is read live
+// through the API reader.
 func SetupWebhooks(mgr ctrl.Manager) error {
 	dec := admission.NewDecoder(mgr.GetScheme())
-	srv := mgr.GetWebhookServer()
-	srv.Register(MutatePath, &admission.Webhook{Handler: &Defaulter{Decoder: dec}, RecoverPanic: ptr.To(true)})
-	srv.Register(ValidatePath, &admission.Webhook{Handler: &Validator{Decoder: dec, Policy: mgr.GetAPIReader()}, RecoverPanic: ptr.To(true)})
+	admit.Register(mgr, MutatePath, &admit.LabelDefaulter{Decoder: dec, Kind: widgetGVK, Key: TeamLabel, Value: Unassigned,
+		New: func() client.Object { return &v1alpha1.Widget{} }})
+	admit.Register(mgr, ValidatePath, &Validator{Decoder: dec, Policy: mgr.GetAPIReader()})
 	return nil
-}
-
-// Defaulter labels a Widget team=unassigned when it has no team label.
-type Defaulter struct {
-	Decoder admission.Decoder
-}
-
-// Handle implements admission.Handler.
-func (d *Defaulter) Handle(_ context.Context, req admission.Request) admission.Response {
-	w := &v1alpha1.Widget{}
-	if resp, ok := admit.Decode(d.Decoder, req.Kind, widgetGVK, req.Object, w); !ok {
-		return resp
-	}
-	if _, ok := w.Labels[TeamLabel]; ok {
-		return admission.Allowed("")
-	}
-	op := jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/labels/" + TeamLabel, Value: Unassigned}
-	if w.Labels == nil {
-		op = jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/labels", Value: map[string]string{TeamLabel: Unassigned}}
-	}
-	return admission.Patched("defaulted label "+TeamLabel+"="+Unassigned, op)
 }
 
 // Validator holds a Widget to its namespace's policy, read live.
