@@ -24,25 +24,13 @@ import (
 func BenchmarkAdmissionLatency(b *testing.B) {
 	env.Manager(b)
 	governed := env.Namespace(b)
-	for _, rate := range []int{50, 200} {
-		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			for range b.N {
-				prefix := fmt.Sprintf("r%d-%d", rate, time.Now().UnixNano())
-				create := func(ns string) func(int) error {
-					return func(i int) error {
-						return env.Client.Create(context.Background(), deployment(ns, fmt.Sprintf("%s-%d", prefix, i), ptr.To[int32](1), nil, nil))
-					}
-				}
-				base, err := testenv.Paced(rate, rate*5, create(testenv.Namespace))
-				if err != nil {
-					b.Fatal(err)
-				}
-				hooked, err := testenv.Paced(rate, rate*5, create(governed))
-				if err != nil {
-					b.Fatal(err)
-				}
-				testenv.ReportLatency(b, base, hooked)
+	create := func(ns string) func(rate int) func(int) error {
+		return func(rate int) func(int) error {
+			prefix := fmt.Sprintf("r%d-%d", rate, time.Now().UnixNano())
+			return func(i int) error {
+				return env.Client.Create(context.Background(), deployment(ns, fmt.Sprintf("%s-%d", prefix, i), ptr.To[int32](1), nil, nil))
 			}
-		})
+		}
 	}
+	testenv.CompareLatency(b, []int{50, 200}, create(testenv.Namespace), create(governed))
 }

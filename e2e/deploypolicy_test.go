@@ -165,28 +165,16 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 		stop()
 		_ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: governed}})
 	}()
-	for _, rate := range []int{50, 200} {
-		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
-			for range b.N {
-				create := func(ns string) func(int) error {
-					return func(i int) error {
-						d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i), Namespace: ns},
-							Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bench"}},
-								Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "bench"}},
-									Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}}}
-						return c.Create(ctx, d, client.DryRunAll)
-					}
-				}
-				base, err := testenv.Paced(rate, rate*5, create(operatorNamespace))
-				if err != nil {
-					b.Fatal(err)
-				}
-				hooked, err := testenv.Paced(rate, rate*5, create(governed))
-				if err != nil {
-					b.Fatal(err)
-				}
-				testenv.ReportLatency(b, base, hooked)
+	create := func(ns string) func(rate int) func(int) error {
+		return func(int) func(int) error {
+			return func(i int) error {
+				d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i), Namespace: ns},
+					Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bench"}},
+						Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "bench"}},
+							Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}}}
+				return c.Create(ctx, d, client.DryRunAll)
 			}
-		})
+		}
 	}
+	testenv.CompareLatency(b, []int{50, 200}, create(operatorNamespace), create(governed))
 }

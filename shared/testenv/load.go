@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -61,5 +62,26 @@ func ReportLatency(b *testing.B, baseline, variant []time.Duration) {
 	b.ReportMetric(ms(vp99-bp99), "added-p99-ms")
 	if bp99 > 0 {
 		b.ReportMetric(float64(vp99)/float64(bp99), "p99-ratio")
+	}
+}
+
+// CompareLatency runs, for each rate, n = 5 s worth of baseline calls and then as many variant
+// calls, paced at that rate, and reports both latencies as ReportLatency does, one sub-benchmark
+// per rate. baseline and variant return the call for a given rate.
+func CompareLatency(b *testing.B, rates []int, baseline, variant func(rate int) func(i int) error) {
+	for _, rate := range rates {
+		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
+			for range b.N {
+				base, err := Paced(rate, rate*5, baseline(rate))
+				if err != nil {
+					b.Fatal(err)
+				}
+				hooked, err := Paced(rate, rate*5, variant(rate))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ReportLatency(b, base, hooked)
+			}
+		})
 	}
 }

@@ -67,21 +67,3 @@ func (e *Env) WaitForEvent(t testing.TB, ns, name, eventType, reason, message st
 	})
 	return found
 }
-
-// CountEvents counts the Events of a reason that regard the object named name, adding up their
-// series (the recorder folds repeats of one event into a count).
-func (e *Env) CountEvents(t testing.TB, ns, name, reason string) int {
-	t.Helper()
-	n := 0
-	for _, ev := range e.Events(t, ns, name) {
-		if ev.Reason != reason {
-			continue
-		}
-		count := max(1, int(ev.Count))
-		if ev.Series != nil {
-			count = max(count, int(ev.Series.Count))
-		}
-		n += count
-	}
-	return n
-}
