@@ -2,7 +2,10 @@ package testenv
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,16 +75,59 @@ func CompareLatency(b *testing.B, rates []int, baseline, variant func(rate int) 
 	for _, rate := range rates {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
 			for range b.N {
+				cpu0 := machineCPU()
 				base, err := Paced(rate, rate*5, baseline(rate))
 				if err != nil {
 					b.Fatal(err)
 				}
+				cpu1 := machineCPU()
 				hooked, err := Paced(rate, rate*5, variant(rate))
 				if err != nil {
 					b.Fatal(err)
 				}
+				cpu2 := machineCPU()
 				ReportLatency(b, base, hooked)
+				if cpu0.total > 0 {
+					b.ReportMetric(cpu1.busySince(cpu0), "baseline-machine-busy-%")
+					b.ReportMetric(cpu2.busySince(cpu1), "webhook-machine-busy-%")
+				}
 			}
 		})
 	}
+}
+
+// cpuTimes is the machine's CPU time in clock ticks, all CPUs together, from /proc/stat (Linux);
+// zero where there is none. Used to show whether a latency tail coincides with a saturated machine.
+type cpuTimes struct{ idle, total uint64 }
+
+func machineCPU() cpuTimes {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(fields) < 5 || fields[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var t cpuTimes
+	for i, f := range fields[1:] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return cpuTimes{}
+		}
+		t.total += v
+		if i == 3 || i == 4 { // idle, iowait
+			t.idle += v
+		}
+	}
+	return t
+}
+
+// busySince is the percentage of all CPUs' time that was not idle between then and t.
+func (t cpuTimes) busySince(then cpuTimes) float64 {
+	if t.total <= then.total {
+		return 0
+	}
+	return 100 * (1 - float64(t.idle-then.idle)/float64(t.total-then.total))
 }
