@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -54,9 +53,7 @@ func TestWidget(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "outlaw", Namespace: ns}, Spec: v1alpha1.WidgetSpec{Image: "busybox:1.36"}}
-			if err := c.Create(ctx, w); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is not allowed by ConfigMap widget-policy") {
-				t.Fatalf("err = %v, want a denial by the policy", err)
-			}
+			deniedSaying(t, c.Create(ctx, w), "is not allowed by ConfigMap widget-policy")
 			return ctx
 		}).
 		Assess("deleting the Widget garbage-collects its children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -25,13 +26,25 @@ import (
 // object) into obj. A wrong kind, a missing object or one that does not decode is an HTTP 400
 // with a clear message — never a panic, never a guess; ok is false then and resp is the answer.
 func Decode(dec admission.Decoder, kind metav1.GroupVersionKind, want schema.GroupVersionKind, raw runtime.RawExtension, obj runtime.Object) (resp admission.Response, ok bool) {
+	return decode(kind, want, raw, func() error { return dec.DecodeRaw(raw, obj) })
+}
+
+// DecodeJSON is Decode for a kind without Go types here (another operator's resource): raw is
+// decoded into into, a local struct holding only the fields the policy reads. Field names match
+// case-sensitively, as in the API server; fields the struct does not name are ignored, so a newer
+// version of the other operator's schema still decodes.
+func DecodeJSON(kind metav1.GroupVersionKind, want schema.GroupVersionKind, raw runtime.RawExtension, into any) (resp admission.Response, ok bool) {
+	return decode(kind, want, raw, func() error { return utiljson.Unmarshal(raw.Raw, into) })
+}
+
+func decode(kind metav1.GroupVersionKind, want schema.GroupVersionKind, raw runtime.RawExtension, into func() error) (admission.Response, bool) {
 	if kind.Group != want.Group || kind.Version != want.Version || kind.Kind != want.Kind {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("expected %s, got %s/%s %s", want, kind.Group, kind.Version, kind.Kind)), false
 	}
 	if len(raw.Raw) == 0 {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("the request carries no %s", want.Kind)), false
 	}
-	if err := dec.DecodeRaw(raw, obj); err != nil {
+	if err := into(); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the %s: %w", want.Kind, err)), false
 	}
 	return admission.Response{}, true

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -189,9 +190,13 @@ func readCRDs(config fs.FS) ([]client.Object, error) {
 	return out, nil
 }
 
-// readRules reads the rules of the ClusterRole controller-gen wrote to rbac/role.yaml.
+// readRules reads the rules of the ClusterRole controller-gen wrote to rbac/role.yaml; it writes
+// none for a pattern without +kubebuilder:rbac markers (an admission handler that reads nothing).
 func readRules(config fs.FS) ([]rbacv1.PolicyRule, error) {
 	if config == nil {
+		return nil, nil
+	}
+	if _, err := fs.Stat(config, "config/rbac/role.yaml"); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	role := &rbacv1.ClusterRole{}

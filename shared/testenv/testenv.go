@@ -42,12 +42,13 @@ type Env struct {
 	env     *envtest.Environment
 }
 
-// Main starts the API server, installs p's manifests, runs the tests and stops the server. It is
-// meant for TestMain: `func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }`
-// never returns. A failure to start is fatal: no test skips for lack of binaries.
-func Main(m *testing.M, p app.Pattern, set func(*Env)) {
+// Main starts the API server, installs p's manifests (and fixtures, as Start does), runs the tests
+// and stops the server. It is meant for TestMain:
+// `func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }`;
+// it never returns. A failure to start is fatal: no test skips for lack of binaries.
+func Main(m *testing.M, p app.Pattern, set func(*Env), fixtures ...client.Object) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
-	e, err := Start(p)
+	e, err := Start(p, fixtures...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		os.Exit(1)
@@ -60,9 +61,11 @@ func Main(m *testing.M, p app.Pattern, set func(*Env)) {
 	os.Exit(code)
 }
 
-// Start boots etcd and kube-apiserver and installs p's manifests. If a step after the start
-// fails, it stops what it started: no etcd or kube-apiserver outlives a failed Start.
-func Start(p app.Pattern) (_ *Env, retErr error) {
+// Start boots etcd and kube-apiserver and installs p's manifests, after fixtures: objects that
+// someone else installs in a real cluster (another operator's CRD, say), created as admin before
+// the pattern's own and, for CRDs, served before Start returns. If a step after the start fails,
+// it stops what it started: no etcd or kube-apiserver outlives a failed Start.
+func Start(p app.Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	dir, err := controlplane.Ensure(ctx, controlplane.EnvtestBinaries...)
@@ -73,6 +76,7 @@ func Start(p app.Pattern) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	objs = append(slices.Clone(fixtures), objs...)
 	// The pattern's webhook configurations (as `install` renders them: its namespace excluded) go
 	// to envtest, which points them at a local TLS port with certificates of its own; the
 	// manager serves there (see start).

@@ -23,6 +23,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -31,6 +34,8 @@ import (
 
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	conditional "github.com/kpatterns/kpatterns/conditional/controller"
+	"github.com/kpatterns/kpatterns/dbpolicy/thirdparty"
+	dbpolicy "github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	deploypolicy "github.com/kpatterns/kpatterns/deploypolicy/webhook"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
@@ -44,12 +49,19 @@ import (
 	widget "github.com/kpatterns/kpatterns/widget/controller"
 )
 
-const ns = "default"
+const (
+	ns       = "default"
+	policyNS = "demo-policy" // the operator's own namespace is never sent to its webhooks
+)
+
+// webhookPatterns serve admission webhooks.
+var webhookPatterns = map[string]bool{"widget": true, "deploypolicy": true, "dbpolicy": true}
 
 type demo struct {
 	ctx        context.Context
 	dir        string // the cluster's state directory
 	kubeconfig string
+	cfg        *rest.Config
 	c          client.Client
 }
 
@@ -74,10 +86,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	d.cfg = cfg
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.deploypolicy} {
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.deploypolicy, d.dbpolicy} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -90,6 +103,7 @@ The patterns keep running in the background (logs: %[1]s/logs/). Try them yourse
   kubectl patch configprofile demo-profile --type=merge -p '{"spec":{"maintenance":true}}'
   kubectl get widgets,configprofiles,workloads,replicasets
   kubectl -n demo-policy scale deployment demo-api --replicas=9        # denied by the namespace policy
+  kubectl -n demo-policy patch database demo-orders --type=merge -p '{"spec":{"version":"15.0"}}'   # denied: no downgrade
 Stop everything with: go tool task cluster:down
 `, d.dir, mirror.Label)
 	return nil
@@ -317,7 +331,6 @@ func (d *demo) deploypolicy() error {
 	if err := d.start("deploypolicy"); err != nil {
 		return err
 	}
-	const policyNS = "demo-policy" // the operator's own namespace is never sent to its webhooks
 	if err := d.c.Create(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -382,6 +395,51 @@ func (d *demo) deploypolicy() error {
 	fmt.Println("    kubectl -n demo-policy create -f widget.yaml   # image: busybox:1.36")
 	return expectDenied(d.c.Create(d.ctx, &widgetv1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "demo-outlaw", Namespace: policyNS},
 		Spec: widgetv1alpha1.WidgetSpec{Image: "busybox:1.36"}}))
+}
+
+func (d *demo) dbpolicy() error {
+	step("Install the Database CRD as its own operator would: dbpolicy validates Databases but never installs or owns their CRD")
+	crd, err := thirdparty.DatabaseCRD()
+	if err != nil {
+		return err
+	}
+	if err := app.Install(d.ctx, d.cfg, []client.Object{crd}, os.Stdout); err != nil {
+		return err
+	}
+	if err := d.start("dbpolicy"); err != nil {
+		return err
+	}
+	orders := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"engine": "postgres", "version": "16.2", "storageGiB": int64(20)}}}
+	orders.SetGroupVersionKind(dbpolicy.DatabaseGVK)
+	orders.SetNamespace(policyNS)
+	orders.SetName("demo-orders")
+	step("Create Database demo-orders (postgres 16.2, 20 GiB) in " + policyNS)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) { // until the new kind is served
+		_ = d.c.Delete(d.ctx, orders.DeepCopy()) // a previous run's
+		err := d.c.Create(d.ctx, orders.DeepCopy())
+		if err == nil {
+			break
+		}
+		if !meta.IsNoMatchError(err) && !apierrors.IsAlreadyExists(err) || time.Now().After(deadline) {
+			return err
+		}
+	}
+	fmt.Println("    database.database.example.com/demo-orders created")
+	patch := func(p string) error {
+		fmt.Printf("    kubectl -n %s patch database demo-orders --type=merge -p '%s'\n", policyNS, p)
+		return d.c.Patch(d.ctx, orders.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(p)))
+	}
+	step("Shrink its storage: denied, judged from the request's old and new objects alone (no cache, no reads, no RBAC)")
+	if err := expectDenied(patch(`{"spec":{"storageGiB":10}}`)); err != nil {
+		return err
+	}
+	step("Grow it, and try to switch engines")
+	if err := patch(`{"spec":{"storageGiB":40}}`); err != nil {
+		return err
+	}
+	fmt.Println("    database.database.example.com/demo-orders patched")
+	return expectDenied(patch(`{"spec":{"engine":"mysql"}}`))
 }
 
 // updateDeployment re-reads and retries on a conflict; any other error, a denial included, is
@@ -458,10 +516,10 @@ func (d *demo) profileReady(p *conditionalv1alpha1.ConfigProfile, matched string
 
 // start installs a pattern and (re)starts it in the background as its ServiceAccount.
 func (d *demo) start(pattern string) error {
-	step(fmt.Sprintf("Install %s (server-side apply of its CRDs, ServiceAccount, least-privilege RBAC) and run it as its ServiceAccount", pattern))
+	step(fmt.Sprintf("Install %s (server-side apply of its generated manifests: what it needs and nothing more) and run it as its ServiceAccount", pattern))
 	bin := filepath.Join(filepath.Dir(d.dir), "bin", pattern)
 	var install, run []string
-	if pattern == "deploypolicy" || pattern == "widget" { // webhooks: served here, called by the API server on 127.0.0.1
+	if webhookPatterns[pattern] { // served here, called by the API server on 127.0.0.1
 		w, err := localcluster.PrepareWebhook(bin, ns, filepath.Join(d.dir, pattern+"-certs"))
 		if err != nil {
 			return err

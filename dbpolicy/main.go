@@ -1,0 +1,23 @@
+// Command dbpolicy validates another operator's Database objects at admission, from the request's
+// old and new objects alone: storage only grows, the engine is immutable, the version never goes
+// back, and the required fields are there.
+package main
+
+import (
+	"embed"
+
+	"github.com/kpatterns/kpatterns/dbpolicy/webhook"
+	"github.com/kpatterns/kpatterns/shared/app"
+)
+
+//go:embed config
+var configFS embed.FS
+
+var pattern = app.Pattern{
+	Name:          webhook.Name,
+	Config:        configFS,
+	Webhooks:      webhook.Setup,
+	AdmissionOnly: true,
+}
+
+func main() { app.Main(pattern) }
