@@ -7,10 +7,8 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,18 +36,6 @@ func database(ns, name string, spec map[string]any) *unstructured.Unstructured {
 	return u
 }
 
-func denied(t *testing.T, err error, want ...string) {
-	t.Helper()
-	if err == nil || !apierrors.IsForbidden(err) {
-		t.Fatalf("err = %v, want a denial", err)
-	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("denial %q does not say %q", err, w)
-		}
-	}
-}
-
 // setSpec re-reads the Database, sets spec fields and updates it (the old object of the request
 // is what the API server has stored).
 func setSpec(ctx context.Context, db *unstructured.Unstructured, fields map[string]any) error {
@@ -68,9 +54,9 @@ func TestCreateRequiresEngineVersionAndStorage(t *testing.T) {
 	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
-	denied(t, env.Client.Create(ctx, database(ns, "empty", map[string]any{})),
+	testenv.Denied(t, env.Client.Create(ctx, database(ns, "empty", map[string]any{})),
 		"spec.engine: Required value", "spec.version: Required value", "spec.storageGiB: Required value")
-	denied(t, env.Client.Create(ctx, database(ns, "bad", map[string]any{"engine": "postgres", "version": "latest", "storageGiB": int64(0)})),
+	testenv.Denied(t, env.Client.Create(ctx, database(ns, "bad", map[string]any{"engine": "postgres", "version": "latest", "storageGiB": int64(0)})),
 		`spec.version: Invalid value: "latest": must be a version like 16.2`, "spec.storageGiB: Invalid value: 0: must be positive")
 	if err := env.Client.Create(ctx, database(ns, "ok", map[string]any{"engine": "postgres", "version": "16.2", "storageGiB": int64(20)})); err != nil {
 		t.Fatalf("a complete Database: %v", err)
@@ -85,10 +71,10 @@ func TestUpdateComparesOldAndNew(t *testing.T) {
 	if err := env.Client.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	denied(t, setSpec(ctx, db, map[string]any{"storageGiB": int64(10)}), "database storage cannot shrink from 20 to 10 GiB")
-	denied(t, setSpec(ctx, db, map[string]any{"engine": "mysql"}), `the engine is immutable: was "postgres", asked for "mysql"`)
-	denied(t, setSpec(ctx, db, map[string]any{"version": "15.6"}), "the version cannot be downgraded from 16.2 to 15.6")
-	denied(t, setSpec(ctx, db, map[string]any{"version": "16.1.9"}), "the version cannot be downgraded from 16.2 to 16.1.9")
+	testenv.Denied(t, setSpec(ctx, db, map[string]any{"storageGiB": int64(10)}), "database storage cannot shrink from 20 to 10 GiB")
+	testenv.Denied(t, setSpec(ctx, db, map[string]any{"engine": "mysql"}), `the engine is immutable: was "postgres", asked for "mysql"`)
+	testenv.Denied(t, setSpec(ctx, db, map[string]any{"version": "15.6"}), "the version cannot be downgraded from 16.2 to 15.6")
+	testenv.Denied(t, setSpec(ctx, db, map[string]any{"version": "16.1.9"}), "the version cannot be downgraded from 16.2 to 16.1.9")
 	if err := setSpec(ctx, db, map[string]any{"storageGiB": int64(50), "version": "16.4"}); err != nil {
 		t.Fatalf("grow and upgrade: %v", err)
 	}
@@ -117,7 +103,7 @@ func TestUnknownFieldsDecodeAndAreKept(t *testing.T) {
 	if _, found, _ := unstructured.NestedString(db.Object, "spec", "backup", "schedule"); !found {
 		t.Errorf("spec.backup was dropped: %v", db.Object["spec"])
 	}
-	denied(t, setSpec(ctx, db, map[string]any{"storageGiB": int64(5), "replicas": int64(5)}), "cannot shrink from 20 to 5 GiB")
+	testenv.Denied(t, setSpec(ctx, db, map[string]any{"storageGiB": int64(5), "replicas": int64(5)}), "cannot shrink from 20 to 5 GiB")
 }
 
 // The operator's own namespace is never sent to the webhook (namespaceSelector), so a broken

@@ -7,13 +7,11 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,14 +42,6 @@ func policy(t *testing.T, ns, maxReplicas string) {
 	}
 }
 
-// denied fails the test unless err is an admission denial whose message contains want.
-func denied(t *testing.T, err error, want string) {
-	t.Helper()
-	if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
-		t.Errorf("err = %v, want a denial saying %q", err, want)
-	}
-}
-
 func TestTeamLabelIsDefaultedAndNeverChanged(t *testing.T) {
 	ns := env.Namespace(t)
 	env.Manager(t)
@@ -72,13 +62,13 @@ func TestTeamLabelIsDefaultedAndNeverChanged(t *testing.T) {
 	}
 
 	own.Labels[webhook.TeamLabel] = "search"
-	denied(t, env.Client.Update(ctx, own), "label team=payments is set and may not be changed or removed")
+	testenv.Denied(t, env.Client.Update(ctx, own), "label team=payments is set and may not be changed or removed")
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil {
 		t.Fatal(err)
 	}
 	delete(own.Labels, webhook.TeamLabel)
 	// The defaulter would add team=unassigned back; the validator sees the change from payments.
-	denied(t, env.Client.Update(ctx, own), "may not be changed or removed")
+	testenv.Denied(t, env.Client.Update(ctx, own), "may not be changed or removed")
 	// Another update that keeps the label is allowed.
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil {
 		t.Fatal(err)
@@ -94,13 +84,13 @@ func TestReplicaCeilingFromTheLivePolicy(t *testing.T) {
 	env.Manager(t)
 	ctx := context.Background()
 	// No ConfigMap: the default ceiling of 10.
-	denied(t, env.Client.Create(ctx, deployment(ns, "big", ptr.To[int32](11), nil, nil)), "namespace policy allows at most 10 replicas")
+	testenv.Denied(t, env.Client.Create(ctx, deployment(ns, "big", ptr.To[int32](11), nil, nil)), "namespace policy allows at most 10 replicas")
 	if err := env.Client.Create(ctx, deployment(ns, "ten", ptr.To[int32](10), nil, nil)); err != nil {
 		t.Errorf("10 replicas without a policy: %v", err)
 	}
 	// The policy is read live: it applies to the very next request.
 	policy(t, ns, "3")
-	denied(t, env.Client.Create(ctx, deployment(ns, "four", ptr.To[int32](4), nil, nil)), "namespace policy allows at most 3 replicas")
+	testenv.Denied(t, env.Client.Create(ctx, deployment(ns, "four", ptr.To[int32](4), nil, nil)), "namespace policy allows at most 3 replicas")
 	d := deployment(ns, "three", ptr.To[int32](3), nil, nil)
 	if err := env.Client.Create(ctx, d); err != nil {
 		t.Fatalf("3 replicas under a ceiling of 3: %v", err)
@@ -108,7 +98,7 @@ func TestReplicaCeilingFromTheLivePolicy(t *testing.T) {
 	// Scaling past it through the Deployment is denied; a Deployment already above a lowered
 	// ceiling ("ten") may still be edited and scaled down, never up.
 	d.Spec.Replicas = ptr.To[int32](5)
-	denied(t, env.Client.Update(ctx, d), "at most 3 replicas")
+	testenv.Denied(t, env.Client.Update(ctx, d), "at most 3 replicas")
 	ten := &appsv1.Deployment{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ten"}, ten); err != nil {
 		t.Fatal(err)
@@ -118,7 +108,7 @@ func TestReplicaCeilingFromTheLivePolicy(t *testing.T) {
 		t.Errorf("scaling down above a lowered ceiling: %v", err)
 	}
 	ten.Spec.Replicas = ptr.To[int32](9)
-	denied(t, env.Client.Update(ctx, ten), "at most 3 replicas")
+	testenv.Denied(t, env.Client.Update(ctx, ten), "at most 3 replicas")
 }
 
 // kubectl scale goes through the /scale subresource: an autoscaling/v1 Scale, not a Deployment.
@@ -132,7 +122,7 @@ func TestScaleSubresourceIsHeldToTheCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 7}}
-	denied(t, env.Client.SubResource("scale").Update(ctx, d, client.WithSubResourceBody(scale)), "namespace policy allows at most 4 replicas")
+	testenv.Denied(t, env.Client.SubResource("scale").Update(ctx, d, client.WithSubResourceBody(scale)), "namespace policy allows at most 4 replicas")
 	scale = &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 4}}
 	if err := env.Client.SubResource("scale").Update(ctx, d, client.WithSubResourceBody(scale)); err != nil {
 		t.Fatalf("scale to 4: %v", err)
@@ -146,7 +136,7 @@ func TestAMalformedPolicyDeniesWithItsName(t *testing.T) {
 	ns := env.Namespace(t)
 	env.Manager(t)
 	policy(t, ns, "lots")
-	denied(t, env.Client.Create(context.Background(), deployment(ns, "any", nil, nil, nil)),
+	testenv.Denied(t, env.Client.Create(context.Background(), deployment(ns, "any", nil, nil, nil)),
 		`ConfigMap `+ns+`/deployment-policy: maxReplicas="lots" is not a non-negative integer`)
 }
 
@@ -158,7 +148,7 @@ func TestProtectedDeploymentCannotBeDeleted(t *testing.T) {
 	if err := env.Client.Create(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	denied(t, env.Client.Delete(ctx, d), "remove the protection annotation before deleting")
+	testenv.Denied(t, env.Client.Delete(ctx, d), "remove the protection annotation before deleting")
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
 		t.Fatalf("the protected Deployment is gone: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kpatterns/kpatterns/dbpolicy/thirdparty"
 	"github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
 // installDatabaseCRD installs the Database CRD as its own operator would (dbpolicy never does)
@@ -69,21 +70,21 @@ func TestDBPolicy(t *testing.T) {
 			c := clientFor(t, cfg)
 			incomplete := orders(0, "postgres")
 			unstructured.RemoveNestedField(incomplete.Object, "spec", "storageGiB")
-			deniedSaying(t, c.Create(ctx, incomplete), "spec.storageGiB: Required value")
+			testenv.Denied(t, c.Create(ctx, incomplete), "spec.storageGiB: Required value")
 			if err := c.Create(ctx, orders(20, "postgres")); err != nil {
 				t.Fatal(err)
 			}
 			return ctx
 		}).
 		Assess("a storage shrink is denied, a grow allowed", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			deniedSaying(t, update(ctx, t, cfg, 10, "postgres"), "database storage cannot shrink from 20 to 10 GiB")
+			testenv.Denied(t, update(ctx, t, cfg, 10, "postgres"), "database storage cannot shrink from 20 to 10 GiB")
 			if err := update(ctx, t, cfg, 40, "postgres"); err != nil {
 				t.Fatalf("grow: %v", err)
 			}
 			return ctx
 		}).
 		Assess("the engine cannot change", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			deniedSaying(t, update(ctx, t, cfg, 40, "mysql"), `the engine is immutable: was "postgres", asked for "mysql"`)
+			testenv.Denied(t, update(ctx, t, cfg, 40, "mysql"), `the engine is immutable: was "postgres", asked for "mysql"`)
 			return ctx
 		})
 	testEnv.Test(t, f.Feature())

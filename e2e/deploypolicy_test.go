@@ -68,7 +68,7 @@ func TestDeployPolicy(t *testing.T) {
 				Data: map[string]string{webhook.MaxReplicasKey: "3"}}); err != nil {
 				t.Fatal(err)
 			}
-			deniedSaying(t, scale(ctx, c, 5), "namespace policy allows at most 3 replicas")
+			testenv.Denied(t, scale(ctx, c, 5), "namespace policy allows at most 3 replicas")
 			if err := scale(ctx, c, 3); err != nil {
 				t.Fatalf("scale to 3: %v", err)
 			}
@@ -77,7 +77,7 @@ func TestDeployPolicy(t *testing.T) {
 		Assess("changing the team label is denied", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := clientFor(t, cfg)
 			err := update(ctx, c, func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "payments" })
-			deniedSaying(t, err, "label team=unassigned is set and may not be changed or removed")
+			testenv.Denied(t, err, "label team=unassigned is set and may not be changed or removed")
 			return ctx
 		}).
 		Assess("a protected Deployment cannot be deleted until unprotected", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -85,7 +85,7 @@ func TestDeployPolicy(t *testing.T) {
 			if err := update(ctx, c, func(d *appsv1.Deployment) { d.Annotations = map[string]string{webhook.ProtectAnnotation: "true"} }); err != nil {
 				t.Fatal(err)
 			}
-			deniedSaying(t, c.Delete(ctx, web()), "remove the protection annotation before deleting")
+			testenv.Denied(t, c.Delete(ctx, web()), "remove the protection annotation before deleting")
 			if err := c.Get(ctx, client.ObjectKeyFromObject(web()), web()); err != nil {
 				t.Fatalf("the protected Deployment is gone: %v", err)
 			}

@@ -4,13 +4,11 @@ package e2e
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -47,14 +45,6 @@ func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, er
 	t.Helper()
 	if err := wait.For(cond, wait.WithTimeout(2*time.Minute), wait.WithInterval(200*time.Millisecond)); err != nil {
 		t.Fatalf("%s: %v", what, err)
-	}
-}
-
-// deniedSaying fails the test unless err is an admission denial whose message contains want.
-func deniedSaying(t *testing.T, err error, want string) {
-	t.Helper()
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("err = %v, want a denial saying %q", err, want)
 	}
 }
 

@@ -41,12 +41,12 @@ var (
 const operatorNamespace = "default"
 
 // patterns are the binaries the suite runs.
-var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy"}
+var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy"}
 
 // webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
 // on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).
 var (
-	webhookPatterns = map[string]bool{"deploypolicy": true, "widget": true, "dbpolicy": true}
+	webhookPatterns = map[string]bool{"deploypolicy": true, "widget": true, "dbpolicy": true, "podpolicy": true}
 	webhooks        = map[string]*localcluster.Webhook{}
 )
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/kpatterns/kpatterns/shared/testenv"
 	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/widget/controller"
 )
@@ -53,7 +54,7 @@ func TestWidget(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "outlaw", Namespace: ns}, Spec: v1alpha1.WidgetSpec{Image: "busybox:1.36"}}
-			deniedSaying(t, c.Create(ctx, w), "is not allowed by ConfigMap widget-policy")
+			testenv.Denied(t, c.Create(ctx, w), "is not allowed by ConfigMap widget-policy")
 			return ctx
 		}).
 		Assess("deleting the Widget garbage-collects its children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

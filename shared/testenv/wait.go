@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,4 +67,18 @@ func (e *Env) WaitForEvent(t testing.TB, ns, name, eventType, reason, message st
 		return fmt.Errorf("not among %d events", len(evs))
 	})
 	return found
+}
+
+// Denied fails the test at once unless err is an admission denial (403 Forbidden), and reports
+// each of want that its message does not contain.
+func Denied(t testing.TB, err error, want ...string) {
+	t.Helper()
+	if err == nil || !apierrors.IsForbidden(err) {
+		t.Fatalf("err = %v, want a denial", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("denial %q does not say %q", err, w)
+		}
+	}
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -39,6 +40,7 @@ import (
 	deploypolicy "github.com/kpatterns/kpatterns/deploypolicy/webhook"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	podpolicy "github.com/kpatterns/kpatterns/podpolicy/webhook"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/conditions"
@@ -55,7 +57,7 @@ const (
 )
 
 // webhookPatterns serve admission webhooks.
-var webhookPatterns = map[string]bool{"widget": true, "deploypolicy": true, "dbpolicy": true}
+var webhookPatterns = map[string]bool{"widget": true, "deploypolicy": true, "dbpolicy": true, "podpolicy": true}
 
 type demo struct {
 	ctx        context.Context
@@ -90,7 +92,7 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.deploypolicy, d.dbpolicy} {
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.deploypolicy, d.dbpolicy, d.podpolicy} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -103,6 +105,7 @@ The patterns keep running in the background (logs: %[1]s/logs/). Try them yourse
   kubectl patch configprofile demo-profile --type=merge -p '{"spec":{"maintenance":true}}'
   kubectl get widgets,configprofiles,workloads,replicasets
   kubectl -n demo-policy scale deployment demo-api --replicas=9        # denied by the namespace policy
+  kubectl -n demo-pods run shell --image=busybox --privileged        # denied by the namespace's labels
   kubectl -n demo-policy patch database demo-orders --type=merge -p '{"spec":{"version":"15.0"}}'   # denied: no downgrade
 Stop everything with: go tool task cluster:down
 `, d.dir, mirror.Label)
@@ -440,6 +443,66 @@ func (d *demo) dbpolicy() error {
 	}
 	fmt.Println("    database.database.example.com/demo-orders patched")
 	return expectDenied(patch(`{"spec":{"engine":"mysql"}}`))
+}
+
+func (d *demo) podpolicy() error {
+	if err := d.start("podpolicy"); err != nil {
+		return err
+	}
+	const podsNS = "demo-pods"
+	step("Namespace " + podsNS + " is labelled " + podpolicy.EnforceLabel + "=true (its Pod creations go to the webhook) and " +
+		podpolicy.AllowPodsLabel + "=true; podpolicy reads it from its informer cache")
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podsNS}}
+	if err := d.c.Create(d.ctx, nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	labels := fmt.Sprintf(`{"metadata":{"labels":{%q:"true",%q:"true",%q:null,%q:null}}}`, // nothing else allowed
+		podpolicy.EnforceLabel, podpolicy.AllowPodsLabel, podpolicy.AllowPrivilegedLabel, podpolicy.AllowHostNamespacesLabel)
+	if err := d.c.Patch(d.ctx, nsObj, client.RawPatch(types.MergePatchType, []byte(labels))); err != nil {
+		return err
+	}
+	deployment := func(name string, privileged bool) *appsv1.Deployment {
+		sel := map[string]string{"app": name}
+		c := corev1.Container{Name: "app", Image: "nginx:1.27"}
+		if privileged {
+			c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: podsNS},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: sel},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}}}
+	}
+	step("Deployment demo-app: the ReplicaSet controller's Pods are admitted")
+	app := deployment("demo-app", false)
+	if err := d.recreate(app, app.DeepCopy()); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); app.Status.AvailableReplicas < 2; time.Sleep(200 * time.Millisecond) {
+		if err := d.c.Get(d.ctx, client.ObjectKeyFromObject(app), app); err != nil || time.Now().After(deadline) {
+			return fmt.Errorf("demo-app not available: %v", err)
+		}
+	}
+	fmt.Printf("    deployment demo-app: %d/2 available\n", app.Status.AvailableReplicas)
+	step("Deployment demo-root runs a privileged container: its Pods are denied, and the ReplicaSet's events say why")
+	root := deployment("demo-root", true)
+	if err := d.recreate(root, root.DeepCopy()); err != nil {
+		return err
+	}
+	fmt.Printf("    kubectl -n %s get events --field-selector reason=FailedCreate\n", podsNS)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		list := &eventsv1.EventList{}
+		if err := d.c.List(d.ctx, list, client.InNamespace(podsNS)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "ReplicaSet" && strings.HasPrefix(e.Regarding.Name, "demo-root-") && e.Reason == "FailedCreate" {
+				fmt.Printf("    %-8s %-12s %s  %s\n", e.Type, e.Reason, "replicaset/"+e.Regarding.Name, e.Note)
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no FailedCreate event for demo-root's ReplicaSet")
+		}
+	}
 }
 
 // updateDeployment re-reads and retries on a conflict; any other error, a denial included, is

@@ -1,0 +1,23 @@
+// Command podpolicy admits Pods by their Namespace's labels, read from a per-replica informer
+// cache with a collapsed live fallback on a miss.
+package main
+
+import (
+	"embed"
+
+	"github.com/kpatterns/kpatterns/podpolicy/webhook"
+	"github.com/kpatterns/kpatterns/shared/app"
+)
+
+//go:embed config
+var configFS embed.FS
+
+var pattern = app.Pattern{
+	Name:          webhook.Name,
+	Config:        configFS,
+	Cache:         webhook.CacheOptions,
+	Webhooks:      webhook.Setup,
+	AdmissionOnly: true,
+}
+
+func main() { app.Main(pattern) }
