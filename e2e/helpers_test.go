@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	childsetv1alpha1 "github.com/kpatterns/kpatterns/childset/api/v1alpha1"
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/shared/app"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
@@ -25,7 +26,8 @@ import (
 
 // scheme knows client-go's types and every pattern's custom resources.
 var scheme = func() *runtime.Scheme {
-	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme)
+	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme,
+		childsetv1alpha1.AddToScheme)
 	utilruntime.Must(err)
 	return s
 }()

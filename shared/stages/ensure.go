@@ -194,3 +194,41 @@ func normalize(v any) any {
 	}
 	return v
 }
+
+// DeleteChild is Ensure's counterpart for a child that is no longer wanted (pruning): it deletes
+// child — as read from the cache — if this object controls it and stale(child) holds.
+//
+//   - A child this object does not control is never deleted (a copied label is not proof of
+//     ownership): a *NotOwnedError is returned.
+//   - The delete carries the UID and resourceVersion of the copy it was decided on: a child changed
+//     or re-created since is never deleted by name alone. NotFound is success.
+//   - On a Conflict (the preconditions failed) the child is re-read live and the decision made
+//     again on what is there now, up to 3 times.
+func (s *Scope[T]) DeleteChild(ctx context.Context, child client.Object, stale func(client.Object) bool) error {
+	for range 3 {
+		if !s.owns(child) {
+			gvk, err := s.c.Client.GroupVersionKindFor(child)
+			if err != nil {
+				return err
+			}
+			return &NotOwnedError{Kind: gvk.Kind, Name: child.GetName()}
+		}
+		if !stale(child) {
+			return nil
+		}
+		uid, rv := child.GetUID(), child.GetResourceVersion()
+		err := s.c.Client.Delete(ctx, child, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		fresh := child.DeepCopyObject().(client.Object)
+		if err := s.c.APIReader.Get(ctx, client.ObjectKeyFromObject(child), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		child = fresh
+	}
+	return fmt.Errorf("%s kept changing while it was being pruned; retrying", child.GetName())
+}

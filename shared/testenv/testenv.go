@@ -141,11 +141,19 @@ func (e *Env) Manager(t testing.TB, watchNamespaces ...string) manager.Manager {
 }
 
 // IdleManager is Manager without the pattern's controllers: the same cache and clients, for tests
-// that drive a reconciler by hand with no other writer.
-func (e *Env) IdleManager(t testing.TB) manager.Manager {
+// that drive a reconciler by hand with no other writer. setup, if given, runs in place of the
+// pattern's Setup before the manager starts (to register the field indexes the reconciler reads).
+func (e *Env) IdleManager(t testing.TB, setup ...func(manager.Manager) error) manager.Manager {
 	t.Helper()
 	p := e.Pattern
-	p.Setup = func(manager.Manager) error { return nil }
+	p.Setup = func(mgr manager.Manager) error {
+		for _, s := range setup {
+			if err := s(mgr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	return e.start(t, p)
 }
 

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -81,4 +83,32 @@ func Denied(t testing.TB, err error, want ...string) {
 			t.Errorf("denial %q does not say %q", err, w)
 		}
 	}
+}
+
+// Conditioned is a custom resource with status conditions (as every stages-reconciled one has).
+type Conditioned interface {
+	client.Object
+	GetConditions() []metav1.Condition
+}
+
+// WaitCondition waits until obj (read live into obj, by its namespace and name) has condition typ
+// with the status and reason, observed at its current generation, and returns the condition.
+func (e *Env) WaitCondition(t testing.TB, obj Conditioned, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	Eventually(t, fmt.Sprintf("%s %s=%s/%s", obj.GetName(), typ, status, reason), func() error {
+		if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(obj.GetConditions(), typ)
+		switch {
+		case c == nil:
+			return fmt.Errorf("no %s condition in %+v", typ, obj.GetConditions())
+		case c.Status != status || c.Reason != reason || c.ObservedGeneration != obj.GetGeneration():
+			return fmt.Errorf("%s = %s/%s (%s) at generation %d of %d", typ, c.Status, c.Reason, c.Message, c.ObservedGeneration, obj.GetGeneration())
+		}
+		got = *c
+		return nil
+	})
+	return got
 }

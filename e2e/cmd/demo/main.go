@@ -33,6 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	childsetv1alpha1 "github.com/kpatterns/kpatterns/childset/api/v1alpha1"
+	childset "github.com/kpatterns/kpatterns/childset/controller"
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	conditional "github.com/kpatterns/kpatterns/conditional/controller"
 	"github.com/kpatterns/kpatterns/dbpolicy/thirdparty"
@@ -84,7 +86,8 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("no local cluster (%v): run go tool task cluster:up", err)
 	}
-	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme)
+	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme,
+		childsetv1alpha1.AddToScheme)
 	if err != nil {
 		return err
 	}
@@ -92,7 +95,7 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.deploypolicy, d.dbpolicy, d.podpolicy} {
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.deploypolicy, d.dbpolicy, d.podpolicy} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -103,7 +106,7 @@ The patterns keep running in the background (logs: %[1]s/logs/). Try them yourse
   kubectl label configmap demo-settings %[2]s-                       # the mirror child is deleted
   kubectl scale deployment demo-shop --replicas=5                      # the Widget puts 2 back
   kubectl patch configprofile demo-profile --type=merge -p '{"spec":{"maintenance":true}}'
-  kubectl get widgets,configprofiles,workloads,replicasets
+  kubectl get widgets,configprofiles,workloads,bundles,replicasets
   kubectl -n demo-policy scale deployment demo-api --replicas=9        # denied by the namespace policy
   kubectl -n demo-pods run shell --image=busybox --privileged        # denied by the namespace's labels
   kubectl -n demo-policy patch database demo-orders --type=merge -p '{"spec":{"version":"15.0"}}'   # denied: no downgrade
@@ -328,6 +331,48 @@ func (d *demo) summary() error {
 		return err
 	}
 	return show(3)
+}
+
+func (d *demo) childset() error {
+	if err := d.start("childset"); err != nil {
+		return err
+	}
+	step("Bundle demo-bundle has three entries: one ConfigMap each, named by a hash of (Bundle UID, key)")
+	b := &childsetv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "demo-bundle", Namespace: ns},
+		Spec: childsetv1alpha1.BundleSpec{Entries: map[string]string{"log.level": "info", "FEATURE_X": "on", "region": "eu-west"}}}
+	if err := d.recreate(b, b.DeepCopy()); err != nil {
+		return err
+	}
+	if err := d.bundleChildren(b, 3); err != nil {
+		return err
+	}
+	step("Remove entry FEATURE_X: its ConfigMap is pruned (a delete guarded by owner, UID and resourceVersion)")
+	fmt.Println(`    kubectl patch bundle demo-bundle --type=json -p '[{"op":"remove","path":"/spec/entries/FEATURE_X"}]'`)
+	if err := d.c.Patch(d.ctx, b, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/entries/FEATURE_X"}]`))); err != nil {
+		return err
+	}
+	return d.bundleChildren(b, 2)
+}
+
+// bundleChildren waits until the Bundle is Ready with n children and prints them.
+func (d *demo) bundleChildren(b *childsetv1alpha1.Bundle, n int32) error {
+	err := d.waitFor(b.Name, b, func() bool {
+		return ready(b.Status.Conditions) && b.Status.ObservedGeneration == b.Generation && b.Status.ReadyChildren == n
+	})
+	if err != nil {
+		return err
+	}
+	list := &corev1.ConfigMapList{}
+	if err := d.c.List(d.ctx, list, client.InNamespace(ns), client.MatchingLabels{childset.BundleUIDLabel: string(b.UID)}); err != nil {
+		return err
+	}
+	fmt.Printf("    bundle/%s: desiredChildren=%d readyChildren=%d\n", b.Name, b.Status.DesiredChildren, b.Status.ReadyChildren)
+	for _, cm := range list.Items {
+		if cm.DeletionTimestamp == nil {
+			fmt.Printf("    configmap/%-32s key=%-10s data=%v\n", cm.Name, cm.Annotations[childset.KeyAnnotation], cm.Data)
+		}
+	}
+	return nil
 }
 
 func (d *demo) deploypolicy() error {
