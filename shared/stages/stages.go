@@ -173,9 +173,17 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, nil // children go with it, by garbage collection
 	}
 	before := obj.DeepCopyObject().(T)
+	// Events go out only once the status that records the transition is written: a reconcile
+	// that ran on a stale cached copy fails its optimistic-locked patch and emits nothing, so a
+	// transition is announced once, not once per reconcile that saw the old status.
+	var events []func()
 	defer func() {
 		if err := r.patchStatus(ctx, before, obj); err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("status: %w", err))
+			return
+		}
+		for _, emit := range events {
+			emit()
 		}
 	}()
 
@@ -195,7 +203,9 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request)
 		case res.outcome == waiting:
 			requeue = minPositive(requeue, res.requeueAfter)
 		}
-		r.event(obj, meta.FindStatusCondition(conds, c.Type), c, res, stage.Name)
+		if emit := r.event(obj, meta.FindStatusCondition(conds, c.Type), c, res, stage.Name); emit != nil {
+			events = append(events, emit)
+		}
 		meta.SetStatusCondition(&conds, c)
 		if c.Status != metav1.ConditionTrue && notReady == nil {
 			notReady = &c
@@ -277,17 +287,18 @@ func (r *Reconciler[T, S]) run(ctx context.Context, s S, stage Stage[S], finishe
 	return c, res
 }
 
-// event records a stage's transition, never a steady state: Normal when it becomes ready,
-// Warning when it fails with a reason it did not fail with before. Waiting — for a dependency, a
-// rollout, or the garbage collector — is no failure.
-func (r *Reconciler[T, S]) event(obj T, prev *metav1.Condition, c metav1.Condition, res Result, action string) {
+// event returns the recording of a stage's transition, or nil for a steady state: Normal when it
+// becomes ready, Warning when it fails with a reason it did not fail with before. Waiting — for a
+// dependency, a rollout, or the garbage collector — is no failure.
+func (r *Reconciler[T, S]) event(obj T, prev *metav1.Condition, c metav1.Condition, res Result, action string) func() {
 	wasReady := prev != nil && prev.Status == metav1.ConditionTrue
 	switch {
 	case c.Status == metav1.ConditionTrue && !wasReady:
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, c.Type, action, "%s", c.Message)
+		return func() { r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, c.Type, action, "%s", c.Message) }
 	case res.outcome == failed && c.Reason != ReasonWaitingForGC && (prev == nil || prev.Reason != c.Reason):
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, c.Reason, action, "%s", c.Message)
+		return func() { r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, c.Reason, action, "%s", c.Message) }
 	}
+	return nil
 }
 
 func minPositive(a, b time.Duration) time.Duration {

@@ -167,7 +167,9 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 	} {
 		rec := events.NewFakeRecorder(2)
 		r := &Reconciler[*fake, *state]{Clients: Clients{Recorder: rec}}
-		r.event(&fake{}, tc.prev, tc.c, tc.res, "A")
+		if emit := r.event(&fake{}, tc.prev, tc.c, tc.res, "A"); emit != nil {
+			emit()
+		}
 		got := ""
 		select {
 		case got = <-rec.Events:
