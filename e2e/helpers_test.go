@@ -19,6 +19,7 @@ import (
 
 	childsetv1alpha1 "github.com/kpatterns/kpatterns/childset/api/v1alpha1"
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
+	finalizersv1alpha1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/shared/app"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
@@ -27,7 +28,7 @@ import (
 // scheme knows client-go's types and every pattern's custom resources.
 var scheme = func() *runtime.Scheme {
 	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme,
-		childsetv1alpha1.AddToScheme)
+		childsetv1alpha1.AddToScheme, finalizersv1alpha1.AddToScheme)
 	utilruntime.Must(err)
 	return s
 }()
@@ -52,14 +53,15 @@ func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, er
 
 type stopKey struct{ pattern string }
 
-// withPattern runs a pattern for one feature and a namespace of its own.
-func withPattern(b *features.FeatureBuilder, pattern, ns string) *features.FeatureBuilder {
+// withPattern runs a pattern (with runArgs added to its run command) for one feature and a
+// namespace of its own.
+func withPattern(b *features.FeatureBuilder, pattern, ns string, runArgs ...string) *features.FeatureBuilder {
 	return b.
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if err := clientFor(t, cfg).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				t.Fatal(err)
 			}
-			return context.WithValue(ctx, stopKey{pattern}, runPattern(ctx, t, cfg, pattern))
+			return context.WithValue(ctx, stopKey{pattern}, runPattern(ctx, t, cfg, pattern, runArgs...))
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			removeWebhooks(ctx, t, cfg, pattern)

@@ -41,7 +41,7 @@ var (
 const operatorNamespace = "default"
 
 // patterns are the binaries the suite runs.
-var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy", "childset"}
+var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy", "childset", "finalizers"}
 
 // webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
 // on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).
@@ -148,7 +148,7 @@ func installPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, patt
 // runPattern installs a pattern with its generated manifests and runs it until the returned stop
 // is called: locally as a process impersonating its ServiceAccount (so its RBAC is what is
 // tested), on kind as the generated Deployment.
-func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern string) (stop func()) {
+func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern string, runArgs ...string) (stop func()) {
 	t.Helper()
 	bin := filepath.Join(bins, pattern)
 	var install, run []string
@@ -177,7 +177,7 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := localcluster.RunPattern(ctx, bin, cfg.KubeconfigFile(), operatorNamespace, log, false, run...)
+	p, err := localcluster.RunPattern(ctx, bin, cfg.KubeconfigFile(), operatorNamespace, log, false, append(run, runArgs...)...)
 	if err != nil {
 		b, _ := os.ReadFile(log.Name())
 		t.Fatalf("%v\n%s", err, b)

@@ -33,6 +33,9 @@ type Pattern struct {
 	// Webhooks registers the pattern's admission handlers on mgr.GetWebhookServer(), at the paths
 	// of its +kubebuilder:webhook markers (optional).
 	Webhooks func(manager.Manager) error
+	// RunFlags binds the pattern's own flags of `run` (optional). They are parsed before Setup
+	// runs, so Setup sees their values.
+	RunFlags func(*flag.FlagSet)
 	// AdmissionOnly: the pattern has webhooks and no controller, so it needs no leader election:
 	// every replica serves, and no Lease or leader-election Role is rendered.
 	AdmissionOnly bool
@@ -122,6 +125,9 @@ func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Wr
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
 		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
 		r.Zap.BindFlags(fs)
+		if p.RunFlags != nil {
+			p.RunFlags(fs)
+		}
 		run = func() error { r.Options = o; return Run(ctx, p, r) }
 	case "certs":
 		var c CertOptions

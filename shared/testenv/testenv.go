@@ -145,16 +145,24 @@ func (e *Env) Manager(t testing.TB, watchNamespaces ...string) manager.Manager {
 // pattern's Setup before the manager starts (to register the field indexes the reconciler reads).
 func (e *Env) IdleManager(t testing.TB, setup ...func(manager.Manager) error) manager.Manager {
 	t.Helper()
-	p := e.Pattern
-	p.Setup = func(mgr manager.Manager) error {
+	return e.ManagerWith(t, func(mgr manager.Manager) error {
 		for _, s := range setup {
 			if err := s(mgr); err != nil {
 				return err
 			}
 		}
 		return nil
-	}
-	return e.start(t, p)
+	})
+}
+
+// ManagerWith is Manager with setup in place of the pattern's Setup: its controller wired to a
+// test's own collaborators (an external system that outlives one manager, say). The manager stops
+// when the test — or subtest — that started it ends.
+func (e *Env) ManagerWith(t testing.TB, setup func(manager.Manager) error, watchNamespaces ...string) manager.Manager {
+	t.Helper()
+	p := e.Pattern
+	p.Setup = setup
+	return e.start(t, p, watchNamespaces...)
 }
 
 func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) manager.Manager {

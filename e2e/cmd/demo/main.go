@@ -41,6 +41,8 @@ import (
 	dbpolicy "github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	deploypolicy "github.com/kpatterns/kpatterns/deploypolicy/webhook"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
+	finalizersv1alpha1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
+	finalizers "github.com/kpatterns/kpatterns/finalizers/controller"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
 	podpolicy "github.com/kpatterns/kpatterns/podpolicy/webhook"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
@@ -87,7 +89,7 @@ func run() error {
 		return fmt.Errorf("no local cluster (%v): run go tool task cluster:up", err)
 	}
 	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme,
-		childsetv1alpha1.AddToScheme)
+		childsetv1alpha1.AddToScheme, finalizersv1alpha1.AddToScheme)
 	if err != nil {
 		return err
 	}
@@ -95,7 +97,7 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.deploypolicy, d.dbpolicy, d.podpolicy} {
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.deploypolicy, d.dbpolicy, d.podpolicy} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -372,6 +374,39 @@ func (d *demo) bundleChildren(b *childsetv1alpha1.Bundle, n int32) error {
 			fmt.Printf("    configmap/%-32s key=%-10s data=%v\n", cm.Name, cm.Annotations[childset.KeyAnnotation], cm.Data)
 		}
 	}
+	return nil
+}
+
+func (d *demo) finalizers() error {
+	if err := d.start("finalizers"); err != nil {
+		return err
+	}
+	step("ExternalRecord demo-user stands for a record in an external system (here the demo in-memory provider)")
+	rec := &finalizersv1alpha1.ExternalRecord{ObjectMeta: metav1.ObjectMeta{Name: "demo-user", Namespace: ns},
+		Spec: finalizersv1alpha1.ExternalRecordSpec{Value: "alice"}}
+	if err := d.recreate(rec, rec.DeepCopy()); err != nil {
+		return err
+	}
+	if err := d.waitFor(rec.Name, rec, func() bool { return ready(rec.Status.Conditions) }); err != nil {
+		return err
+	}
+	show(rec.Name, map[string]any{"finalizers": rec.Finalizers, "status.externalID": rec.Status.ExternalID})
+	fmt.Println("    (the finalizer was stored before the external record was created; the record is keyed by the UID)")
+	step("Delete it: the finalizer holds the object until the external record is deleted")
+	fmt.Println("    kubectl delete externalrecord demo-user")
+	if err := d.c.Delete(d.ctx, rec); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		err := d.c.Get(d.ctx, client.ObjectKeyFromObject(rec), rec)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			return fmt.Errorf("demo-user not deleted: %v", err)
+		}
+	}
+	fmt.Printf("    externalrecord.patterns.kpatterns.dev \"demo-user\" deleted (external record gone, finalizer %s removed)\n", finalizers.Finalizer)
 	return nil
 }
 
