@@ -167,11 +167,13 @@ func TestDeleteFailuresHoldTheFinalizerAndAreRetried(t *testing.T) {
 	}
 }
 
-// 20 records created and deleted while half of all external calls fail: none is left behind,
-// none is stuck, none was created twice.
+// 20 records created and deleted while 30 % of all external calls fail: none is left behind, none
+// is stuck, none was created twice. (The 10 deleted once synced are synced with no failures, so the
+// wait for them is not a wait for a lucky run of retries.)
 func TestCleanupUnderInjectedFailures(t *testing.T) {
 	ns := env.Namespace(t)
-	demo := provider.NewDemo(provider.DemoOptions{ErrorRate: 0.5})
+	failing := provider.DemoOptions{ErrorRate: 0.3}
+	demo := provider.NewDemo(failing)
 	run(t, ns, demo, time.Minute)
 	ctx := context.Background()
 	var recs []*v1alpha1.ExternalRecord
@@ -182,13 +184,17 @@ func TestCleanupUnderInjectedFailures(t *testing.T) {
 		}
 		recs = append(recs, rec)
 	}
-	for _, rec := range recs[:10] { // half deleted at once, half once synced
+	for _, rec := range recs[:10] { // deleted at once, while their creation is still failing and retrying
 		if err := env.Client.Delete(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
+	demo.SetOptions(provider.DemoOptions{})
 	for _, rec := range recs[10:] {
 		env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	}
+	demo.SetOptions(failing)
+	for _, rec := range recs[10:] {
 		if err := env.Client.Delete(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
