@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -159,6 +160,21 @@ func TestBadUsage(t *testing.T) {
 		if err == nil || errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%v: err = %v, want a usage error", args, err)
 		}
+	}
+}
+
+// A pattern's own flags of run are parsed with the shared ones, before anything runs.
+func TestRunFlagsArePatternFlags(t *testing.T) {
+	p := pattern
+	var interval time.Duration
+	p.RunFlags = func(fs *flag.FlagSet) { fs.DurationVar(&interval, "repair-interval", time.Minute, "") }
+	err := app.Execute(context.Background(), p, []string{"run", "--repair-interval", "5s", "--kubeconfig", filepath.Join(t.TempDir(), "missing")},
+		&bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || interval != 5*time.Second {
+		t.Errorf("interval = %v, err = %v: want 5s parsed, then the missing kubeconfig reported", interval, err)
+	}
+	if err := app.Execute(context.Background(), pattern, []string{"run", "--repair-interval", "5s"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		t.Error("a pattern without RunFlags accepted --repair-interval")
 	}
 }
 
