@@ -4,18 +4,14 @@
 package main
 
 import (
-	"embed"
-
+	"github.com/kpatterns/kpatterns/dbpolicy/config"
 	"github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-//go:embed config
-var configFS embed.FS
-
 var pattern = app.Pattern{
 	Name:          webhook.Name,
-	Config:        configFS,
+	Config:        config.FS,
 	Webhooks:      webhook.Setup,
 	AdmissionOnly: true,
 }

@@ -41,13 +41,15 @@ var (
 const operatorNamespace = "default"
 
 // patterns are the binaries the suite runs.
-var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy", "childset", "finalizers"}
+var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy", "childset", "finalizers", "multi"}
 
 // webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
 // on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).
 var (
 	webhookPatterns = map[string]bool{"deploypolicy": true, "widget": true, "dbpolicy": true, "podpolicy": true}
 	webhooks        = map[string]*localcluster.Webhook{}
+	// processes are the running pattern processes (local path), by pattern.
+	processes = map[string]*localcluster.Pattern{}
 )
 
 func TestMain(m *testing.M) {
@@ -182,6 +184,7 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 		b, _ := os.ReadFile(log.Name())
 		t.Fatalf("%v\n%s", err, b)
 	}
+	processes[pattern] = p
 	return func() {
 		if err := p.Stop(30 * time.Second); err != nil {
 			t.Errorf("%s after SIGTERM: %v (log %s)", pattern, err, log.Name())

@@ -4,24 +4,20 @@
 package main
 
 import (
-	"embed"
-
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/finalizers/config"
 	"github.com/kpatterns/kpatterns/finalizers/controller"
 	"github.com/kpatterns/kpatterns/finalizers/provider"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-//go:embed config
-var configFS embed.FS
-
 var opts controller.Options
 
 var pattern = app.Pattern{
 	Name:        controller.Name,
-	Config:      configFS,
+	Config:      config.FS,
 	AddToScheme: v1alpha1.AddToScheme,
 	RunFlags:    opts.BindFlags,
 	Setup: func(mgr ctrl.Manager) error {

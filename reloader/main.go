@@ -2,18 +2,14 @@
 package main
 
 import (
-	"embed"
-
+	"github.com/kpatterns/kpatterns/reloader/config"
 	"github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-//go:embed config
-var configFS embed.FS
-
 var pattern = app.Pattern{
 	Name:   controller.Name,
-	Config: configFS,
+	Config: config.FS,
 	Cache:  controller.CacheOptions,
 	Setup:  controller.Setup,
 }

@@ -3,19 +3,15 @@
 package main
 
 import (
-	"embed"
-
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/summary/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/summary/config"
 	"github.com/kpatterns/kpatterns/summary/controller"
 )
 
-//go:embed config
-var configFS embed.FS
-
 var pattern = app.Pattern{
 	Name:        controller.Name,
-	Config:      configFS,
+	Config:      config.FS,
 	AddToScheme: v1alpha1.AddToScheme,
 	Cache:       controller.CacheOptions,
 	Setup:       controller.Setup,

@@ -170,6 +170,9 @@ func changed(before, after string) []string {
 // as every object here) because any of them may be referenced.
 func CacheOptions(o *cache.Options) {
 	app.CacheByObject(o, &appsv1.Deployment{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{OptIn: "true"})})
+	// Every ConfigMap, unscoped: any of them may be referenced. Declared so that a composition
+	// (app.Compose) never narrows it to another pattern's selection.
+	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{})
 }
 
 // IndexDeploymentByConfigMap is the field index function of DeploymentByConfigMapIndex.

@@ -22,7 +22,8 @@ import (
 type Pattern struct {
 	// Name names the binary, its ServiceAccount, RBAC objects, Deployment and leader-election Lease.
 	Name string
-	// Config holds the generated config/ directory: crd/*.yaml (optional) and rbac/role.yaml.
+	// Config holds the generated manifests (the pattern's config package): crd/*.yaml,
+	// rbac/role.yaml and webhook/manifests.yaml, each optional.
 	Config fs.FS
 	// AddToScheme registers the pattern's own API types (optional; client-go's are always there).
 	AddToScheme func(*runtime.Scheme) error

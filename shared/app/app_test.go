@@ -36,7 +36,7 @@ rules:
 
 var pattern = app.Pattern{
 	Name:   "demo",
-	Config: fstest.MapFS{"config/rbac/role.yaml": {Data: []byte(roleYAML)}},
+	Config: fstest.MapFS{"rbac/role.yaml": {Data: []byte(roleYAML)}},
 	Setup:  func(manager.Manager) error { return nil },
 }
 

@@ -96,7 +96,7 @@ func TestRunNeedsItsCRDs(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	p := pattern
-	p.Config = fstest.MapFS{"config/rbac/role.yaml": {Data: []byte(roleYAML)}, "config/crd/gadgets.yaml": {Data: []byte(crdYAML)}}
+	p.Config = fstest.MapFS{"rbac/role.yaml": {Data: []byte(roleYAML)}, "crd/gadgets.yaml": {Data: []byte(crdYAML)}}
 	err = app.CheckCRDs(env.Admin, p)
 	if err == nil || err.Error() != "example.kpatterns.dev/v1 Gadget is not installed: run 'demo install' first" {
 		t.Fatalf("CheckCRDs before install: %v", err)

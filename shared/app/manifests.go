@@ -174,7 +174,7 @@ func readCRDs(config fs.FS) ([]client.Object, error) {
 	if config == nil {
 		return nil, nil
 	}
-	files, err := fs.Glob(config, "config/crd/*.yaml")
+	files, err := fs.Glob(config, "crd/*.yaml")
 	if err != nil {
 		return nil, err
 	}
@@ -196,11 +196,11 @@ func readRules(config fs.FS) ([]rbacv1.PolicyRule, error) {
 	if config == nil {
 		return nil, nil
 	}
-	if _, err := fs.Stat(config, "config/rbac/role.yaml"); errors.Is(err, fs.ErrNotExist) {
+	if _, err := fs.Stat(config, "rbac/role.yaml"); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	role := &rbacv1.ClusterRole{}
-	if err := readYAML(config, "config/rbac/role.yaml", role); err != nil {
+	if err := readYAML(config, "rbac/role.yaml", role); err != nil {
 		return nil, err
 	}
 	return role.Rules, nil

@@ -41,7 +41,7 @@ func webhookConfigs(config fs.FS) ([]*admissionregistrationv1.MutatingWebhookCon
 	if config == nil {
 		return nil, nil, nil
 	}
-	b, err := fs.ReadFile(config, "config/webhook/manifests.yaml")
+	b, err := fs.ReadFile(config, "webhook/manifests.yaml")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}

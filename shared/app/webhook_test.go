@@ -72,8 +72,8 @@ webhooks:
 
 func admissionPattern() app.Pattern {
 	return app.Pattern{Name: "gadget", AdmissionOnly: true, Config: fstest.MapFS{
-		"config/rbac/role.yaml":         {Data: []byte(roleYAML)},
-		"config/webhook/manifests.yaml": {Data: []byte(webhookYAML)},
+		"rbac/role.yaml":         {Data: []byte(roleYAML)},
+		"webhook/manifests.yaml": {Data: []byte(webhookYAML)},
 	}}
 }
 

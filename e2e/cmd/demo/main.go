@@ -97,7 +97,8 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.deploypolicy, d.dbpolicy, d.podpolicy} {
+	d.stop("multi") // a previous run's: the three patterns run on their own first
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -678,15 +679,8 @@ func (d *demo) start(pattern string) error {
 	}
 	// A rerun replaces the previous process; cluster:down stops it with the cluster (its command
 	// line names the cluster's kubeconfig).
+	d.stop(pattern)
 	pidFile := filepath.Join(d.dir, pattern+".pid")
-	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-			for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}
 	log, err := os.OpenFile(filepath.Join(d.dir, "logs", pattern+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -698,6 +692,76 @@ func (d *demo) start(pattern string) error {
 	}
 	fmt.Printf("%s running (pid %d), ready on http://%s/readyz\n", pattern, p.Cmd.Process.Pid, p.ProbeAddr)
 	return os.WriteFile(pidFile, []byte(strconv.Itoa(p.Cmd.Process.Pid)), 0o644)
+}
+
+// pid is the pattern process the demo started, 0 if none.
+func (d *demo) pid(pattern string) int {
+	b, err := os.ReadFile(filepath.Join(d.dir, pattern+".pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// stop stops a pattern process the demo started, waiting up to 10 s for it to exit.
+func (d *demo) stop(pattern string) {
+	if pid := d.pid(pattern); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = os.Remove(filepath.Join(d.dir, pattern+".pid"))
+	}
+}
+
+// rss is a process's resident set size in MiB, from /proc (0 if unknown).
+func rss(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return float64(kib) / 1024
+		}
+	}
+	return 0
+}
+
+// multi replaces the mirror, reloader and summary processes by one process running all three.
+func (d *demo) multi() error {
+	step("multi: the mirror, reloader and summary controllers in one process (app.Compose), replacing the three")
+	var three float64
+	for _, p := range []string{"mirror", "reloader", "summary"} {
+		mib := rss(d.pid(p))
+		three += mib
+		fmt.Printf("    %-8s pid %-7d RSS %5.1f MiB\n", p, d.pid(p), mib)
+		d.stop(p)
+	}
+	if err := d.start("multi"); err != nil {
+		return err
+	}
+	step("Change demo-settings: multi's mirror controller updates the child")
+	src := &corev1.ConfigMap{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: "demo-settings"}, src); err != nil {
+			return err
+		}
+		src.Data["color"] = "green"
+		return d.c.Update(d.ctx, src)
+	})
+	if err != nil {
+		return err
+	}
+	child := &corev1.ConfigMap{}
+	if err := d.waitFor("demo-settings-mirror", child, func() bool { return child.Data["color"] == "green" }); err != nil {
+		return err
+	}
+	show(child.Name, map[string]any{"data": child.Data})
+	fmt.Printf("    RSS: multi %.1f MiB running all three; the three processes had %.1f MiB together\n", rss(d.pid("multi")), three)
+	return nil
 }
 
 // recreate creates obj after deleting what a previous run left, waiting until child (which the

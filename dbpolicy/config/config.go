@@ -1,0 +1,11 @@
+// Package config holds the pattern's generated manifests — controller-gen writes them from the
+// markers: webhook — embedded, so the binary and any composition of patterns
+// (app.Compose) carry exactly what was generated.
+package config
+
+import "embed"
+
+// FS holds webhook/.
+//
+//go:embed webhook
+var FS embed.FS

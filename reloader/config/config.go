@@ -1,0 +1,11 @@
+// Package config holds the pattern's generated manifests — controller-gen writes them from the
+// markers: rbac — embedded, so the binary and any composition of patterns
+// (app.Compose) carry exactly what was generated.
+package config
+
+import "embed"
+
+// FS holds rbac/.
+//
+//go:embed rbac
+var FS embed.FS

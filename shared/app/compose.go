@@ -1,0 +1,150 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"reflect"
+	"slices"
+	"strings"
+	"testing/fstest"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/yaml"
+)
+
+// Compose returns one pattern that runs the members' controllers in one process: one manager —
+// one cache, one client, one metrics endpoint, one Lease (kpatterns-<name>) — in which every member
+// keeps its own controllers (names, queues, rate limiters, metrics). Its manifests are the union
+// of the members' generated files: every member's CRDs, and all their RBAC rules as one ClusterRole
+// for the composition's ServiceAccount. Cache options are merged per object kind (MergeCache).
+// Webhook patterns are not composed: each serves on its own.
+func Compose(name string, members ...Pattern) (Pattern, error) {
+	merged, err := MergeCache(members...)
+	if err != nil {
+		return Pattern{}, err
+	}
+	config := fstest.MapFS{}
+	var rules []rbacv1.PolicyRule
+	for _, m := range members {
+		if hooks, err := HasWebhooks(m); err != nil || hooks || m.AdmissionOnly {
+			return Pattern{}, errors.Join(err, fmt.Errorf("compose %s: %s serves webhooks; run it on its own", name, m.Name))
+		}
+		files, err := fs.Glob(m.Config, "crd/*.yaml")
+		if err != nil {
+			return Pattern{}, err
+		}
+		for _, f := range files {
+			b, err := fs.ReadFile(m.Config, f)
+			if err != nil {
+				return Pattern{}, err
+			}
+			config["crd/"+m.Name+"-"+strings.TrimPrefix(f, "crd/")] = &fstest.MapFile{Data: b}
+		}
+		r, err := readRules(m.Config)
+		if err != nil {
+			return Pattern{}, fmt.Errorf("compose %s: %s: %w", name, m.Name, err)
+		}
+		for _, rule := range r {
+			if !slices.ContainsFunc(rules, func(have rbacv1.PolicyRule) bool { return reflect.DeepEqual(have, rule) }) {
+				rules = append(rules, rule)
+			}
+		}
+	}
+	role, err := yaml.Marshal(&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"}, Rules: rules})
+	if err != nil {
+		return Pattern{}, err
+	}
+	config["rbac/role.yaml"] = &fstest.MapFile{Data: role}
+	return Pattern{
+		Name:   name,
+		Config: config,
+		AddToScheme: func(s *runtime.Scheme) error {
+			for _, m := range members {
+				if m.AddToScheme != nil {
+					if err := m.AddToScheme(s); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+		Cache: func(o *cache.Options) {
+			for obj, by := range merged.ByObject {
+				CacheByObject(o, obj, by)
+			}
+		},
+		Setup: func(mgr manager.Manager) error {
+			for _, m := range members {
+				if m.Setup != nil {
+					if err := m.Setup(mgr); err != nil {
+						return fmt.Errorf("%s: %w", m.Name, err)
+					}
+				}
+			}
+			return nil
+		},
+	}, nil
+}
+
+// MergeCache merges the members' cache options kind by kind (ByObject). A kind one member declares
+// keeps that member's scope. A kind several members declare gets one informer that must serve
+// them all: unscoped if any of them reads it unscoped, else their label and field selectors if
+// they are the same; different selectors (one informer cannot hold the union of two selectors) or
+// a transform (which would strip what another member reads) are an error naming the members —
+// never one member's scope silently replacing another's. A member must therefore declare every
+// kind whose scope matters to it, even unscoped (reloader declares ConfigMaps): a kind it reads
+// but does not declare gets the others' scope.
+func MergeCache(members ...Pattern) (cache.Options, error) {
+	type declared struct {
+		by     cache.ByObject
+		obj    client.Object
+		owners []string
+	}
+	kinds := map[reflect.Type]*declared{}
+	var order []reflect.Type
+	var errs []error
+	for _, m := range members {
+		if m.Cache == nil {
+			continue
+		}
+		var o cache.Options
+		m.Cache(&o)
+		for obj, by := range o.ByObject {
+			t := reflect.TypeOf(obj)
+			d, seen := kinds[t]
+			if !seen {
+				kinds[t] = &declared{by: by, obj: obj, owners: []string{m.Name}}
+				order = append(order, t)
+				continue
+			}
+			kind := t.Elem().Name()
+			switch {
+			case by.Transform != nil || d.by.Transform != nil:
+				errs = append(errs, fmt.Errorf("%s and %s both cache %s and one transforms it: a transformed cache would drop what the other reads", strings.Join(d.owners, ", "), m.Name, kind))
+			case by.Label == nil || d.by.Label == nil:
+				d.by.Label = nil // one member reads every object of the kind: the informer holds them all
+			case by.Label.String() != d.by.Label.String():
+				errs = append(errs, fmt.Errorf("%s and %s cache %s by different labels (%q, %q): one informer cannot hold both", strings.Join(d.owners, ", "), m.Name, kind, d.by.Label, by.Label))
+			}
+			if (by.Field == nil) != (d.by.Field == nil) || (by.Field != nil && by.Field.String() != d.by.Field.String()) {
+				if by.Field == nil || d.by.Field == nil {
+					d.by.Field = nil
+				} else {
+					errs = append(errs, fmt.Errorf("%s and %s cache %s by different fields (%q, %q)", strings.Join(d.owners, ", "), m.Name, kind, d.by.Field, by.Field))
+				}
+			}
+			d.owners = append(d.owners, m.Name)
+		}
+	}
+	out := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
+	for _, t := range order {
+		out.ByObject[kinds[t].obj] = kinds[t].by
+	}
+	return out, errors.Join(errs...)
+}
