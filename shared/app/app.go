@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -54,7 +55,7 @@ commands:
   manifests [--image IMG] [--command CMD] [--watch-namespaces NS,...]   print the YAML to deploy %[1]s
             [--webhook-url URL] [--ca-file FILE]
   install   (the flags of manifests)                                    server-side apply it with the current kubeconfig
-  run       [--as-service-account] [--leader-elect=false] [--watch-namespaces NS,...]
+  run       [--as-service-account] [--leader-elect=false] [--leader-elect-lease-duration D] [--watch-namespaces NS,...]
             [--webhook-port N] [--webhook-host H] [--cert-dir DIR]      run in the foreground
   certs     --dir DIR [--hosts 127.0.0.1,...] [--force|--renew]         write a development CA and serving certificate
                                                                           (webhook patterns)
@@ -120,6 +121,9 @@ func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Wr
 		var r RunOptions
 		fs.BoolVar(&r.AsServiceAccount, "as-service-account", false, "impersonate the generated ServiceAccount, so its RBAC is what is tested")
 		fs.BoolVar(&r.LeaderElect, "leader-elect", true, "elect a leader through a Lease in the operator namespace")
+		fs.DurationVar(&r.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits before taking over a Lease its leader stopped renewing")
+		fs.DurationVar(&r.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
+		fs.DurationVar(&r.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 		fs.StringVar(&r.ProbeAddr, "health-probe-bind-address", ":8080", "address of /healthz and /readyz")
 		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8081", "address of /metrics (0 disables)")
 		fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks (webhook patterns)")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // An explicit --kubeconfig gets no client-side rate limit, as controller-runtime's own config
@@ -27,5 +28,24 @@ current-context: x
 	}
 	if cfg.QPS >= 0 {
 		t.Errorf("QPS = %v, want client-side limiting off (< 0)", cfg.QPS)
+	}
+}
+
+func TestLeaseTiming(t *testing.T) {
+	for _, tc := range []struct {
+		lease, renew, retry time.Duration
+		ok                  bool
+	}{
+		{0, 0, 0, true}, // controller-runtime's defaults
+		{15 * time.Second, 10 * time.Second, 2 * time.Second, true}, // run's flag defaults
+		{4 * time.Second, 2 * time.Second, 500 * time.Millisecond, true},
+		{4 * time.Second, 4 * time.Second, time.Second, false}, // renew must be shorter than the lease
+		{4 * time.Second, 2 * time.Second, 2 * time.Second, false},
+		{4 * time.Second, 0, 0, false},
+	} {
+		o := RunOptions{LeaseDuration: tc.lease, RenewDeadline: tc.renew, RetryPeriod: tc.retry}
+		if err := o.checkLeaseTiming(); (err == nil) != tc.ok {
+			t.Errorf("%s/%s/%s: err = %v, want ok=%v", tc.lease, tc.renew, tc.retry, err, tc.ok)
+		}
 	}
 }
