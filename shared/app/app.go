@@ -38,6 +38,8 @@ type Pattern struct {
 	// RunFlags binds the pattern's own flags of `run` (optional). They are parsed before Setup
 	// runs, so Setup sees their values.
 	RunFlags func(*flag.FlagSet)
+	// Hooks are the pattern's lifetime hooks (optional; see Hooks for their order).
+	Hooks Hooks
 	// AdmissionOnly: the pattern has webhooks and no controller, so it needs no leader election:
 	// every replica serves, and no Lease or leader-election Role is rendered.
 	AdmissionOnly bool

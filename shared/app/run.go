@@ -60,12 +60,12 @@ type RunOptions struct {
 	// 15 s, 10 s, 2 s). A standby takes over at most LeaseDuration after a leader dies without
 	// releasing the Lease; a leader shut down cleanly releases it at once.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	ProbeAddr        string
-	MetricsAddr      string
-	WebhookHost      string
-	WebhookPort      int
-	CertDir          string
-	Zap              zap.Options
+	ProbeAddr                                 string
+	MetricsAddr                               string
+	WebhookHost                               string
+	WebhookPort                               int
+	CertDir                                   string
+	Zap                                       zap.Options
 	// SkipNameValidation lets tests run several managers with the same controllers in one process.
 	SkipNameValidation bool
 }
@@ -101,7 +101,7 @@ func Run(ctx context.Context, p Pattern, o RunOptions) error {
 	}
 	log.Info("starting", "pattern", p.Name, "namespace", o.Namespace, "watchNamespaces", o.WatchNamespaces,
 		"leaderElection", o.LeaderElect && !p.AdmissionOnly, "user", cfg.Impersonate.UserName)
-	return mgr.Start(ctx)
+	return Serve(ctx, mgr, p, o)
 }
 
 // Impersonate returns a copy of cfg that acts as the pattern's ServiceAccount.
