@@ -5,15 +5,9 @@ package main
 
 import (
 	"github.com/kpatterns/kpatterns/dbpolicy/config"
-	"github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-var pattern = app.Pattern{
-	Name:          webhook.Name,
-	Config:        config.FS,
-	Webhooks:      webhook.Setup,
-	AdmissionOnly: true,
-}
+var pattern = config.Pattern
 
 func main() { app.Main(pattern) }

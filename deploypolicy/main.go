@@ -4,15 +4,9 @@ package main
 
 import (
 	"github.com/kpatterns/kpatterns/deploypolicy/config"
-	"github.com/kpatterns/kpatterns/deploypolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-var pattern = app.Pattern{
-	Name:          webhook.Name,
-	Config:        config.FS,
-	Webhooks:      webhook.Setup,
-	AdmissionOnly: true,
-}
+var pattern = config.Pattern
 
 func main() { app.Main(pattern) }

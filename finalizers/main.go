@@ -4,29 +4,10 @@
 package main
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
-
-	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/finalizers/config"
-	"github.com/kpatterns/kpatterns/finalizers/controller"
-	"github.com/kpatterns/kpatterns/finalizers/provider"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-var opts controller.Options
-
-var pattern = app.Pattern{
-	Name:        controller.Name,
-	Config:      config.FS,
-	AddToScheme: v1alpha1.AddToScheme,
-	RunFlags:    opts.BindFlags,
-	Setup: func(mgr ctrl.Manager) error {
-		demo := provider.NewDemo(opts.Demo) // a durable adapter goes here
-		if err := controller.RegisterDemoMetrics(demo); err != nil {
-			return err
-		}
-		return controller.Setup(mgr, demo, opts)
-	},
-}
+var pattern = config.Pattern
 
 func main() { app.Main(pattern) }

@@ -8,25 +8,17 @@ import (
 	"fmt"
 	"os"
 
-	mirrorconfig "github.com/kpatterns/kpatterns/mirror/config"
-	mirror "github.com/kpatterns/kpatterns/mirror/controller"
-	reloaderconfig "github.com/kpatterns/kpatterns/reloader/config"
-	reloader "github.com/kpatterns/kpatterns/reloader/controller"
+	mirror "github.com/kpatterns/kpatterns/mirror/config"
+	reloader "github.com/kpatterns/kpatterns/reloader/config"
 	"github.com/kpatterns/kpatterns/shared/app"
-	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
-	summaryconfig "github.com/kpatterns/kpatterns/summary/config"
-	summary "github.com/kpatterns/kpatterns/summary/controller"
+	summary "github.com/kpatterns/kpatterns/summary/config"
 )
 
 // Name is the composition's name: its ServiceAccount, ClusterRole and Lease.
 const Name = "multi"
 
-// Members are the composed patterns, declared as each one's own main.go declares it.
-var Members = []app.Pattern{
-	{Name: mirror.Name, Config: mirrorconfig.FS, Cache: mirror.CacheOptions, Setup: mirror.Setup},
-	{Name: reloader.Name, Config: reloaderconfig.FS, Cache: reloader.CacheOptions, Setup: reloader.Setup},
-	{Name: summary.Name, Config: summaryconfig.FS, AddToScheme: summaryv1alpha1.AddToScheme, Cache: summary.CacheOptions, Setup: summary.Setup},
-}
+// Members are the composed patterns, exactly as their own binaries declare them.
+var Members = []app.Pattern{mirror.Pattern, reloader.Pattern, summary.Pattern}
 
 func main() {
 	p, err := app.Compose(Name, Members...)

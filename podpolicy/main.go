@@ -4,16 +4,9 @@ package main
 
 import (
 	"github.com/kpatterns/kpatterns/podpolicy/config"
-	"github.com/kpatterns/kpatterns/podpolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-var pattern = app.Pattern{
-	Name:          webhook.Name,
-	Config:        config.FS,
-	Cache:         webhook.CacheOptions,
-	Webhooks:      webhook.Setup,
-	AdmissionOnly: true,
-}
+var pattern = config.Pattern
 
 func main() { app.Main(pattern) }

@@ -1,11 +1,24 @@
-// Package config holds the pattern's generated manifests — controller-gen writes them from the
-// markers: rbac, webhook — embedded, so the binary and any composition of patterns
-// (app.Compose) carry exactly what was generated.
+// Package config declares the pattern (Pattern) and holds its generated manifests (FS) —
+// controller-gen writes them from the markers: rbac, webhook — so the binary and any composition of
+// patterns (app.Compose) use exactly what was generated.
 package config
 
-import "embed"
+import (
+	"embed"
+
+	"github.com/kpatterns/kpatterns/deploypolicy/webhook"
+	"github.com/kpatterns/kpatterns/shared/app"
+)
 
 // FS holds rbac/, webhook/.
 //
 //go:embed rbac webhook
 var FS embed.FS
+
+// Pattern declares the pattern to shared/app: its main.go runs it, and app.Compose composes it.
+var Pattern = app.Pattern{
+	Name:          webhook.Name,
+	Config:        FS,
+	Webhooks:      webhook.Setup,
+	AdmissionOnly: true,
+}

@@ -1,11 +1,24 @@
-// Package config holds the pattern's generated manifests — controller-gen writes them from the
-// markers: rbac — embedded, so the binary and any composition of patterns
-// (app.Compose) carry exactly what was generated.
+// Package config declares the pattern (Pattern) and holds its generated manifests (FS) —
+// controller-gen writes them from the markers: rbac — so the binary and any composition of
+// patterns (app.Compose) use exactly what was generated.
 package config
 
-import "embed"
+import (
+	"embed"
+
+	"github.com/kpatterns/kpatterns/mirror/controller"
+	"github.com/kpatterns/kpatterns/shared/app"
+)
 
 // FS holds rbac/.
 //
 //go:embed rbac
 var FS embed.FS
+
+// Pattern declares the pattern to shared/app: its main.go runs it, and app.Compose composes it.
+var Pattern = app.Pattern{
+	Name:   controller.Name,
+	Config: FS,
+	Cache:  controller.CacheOptions,
+	Setup:  controller.Setup,
+}

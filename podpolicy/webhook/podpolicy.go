@@ -184,7 +184,7 @@ func violations(ns *corev1.Namespace, pod *corev1.Pod) []string {
 	}
 	var out []string
 	if !allows(AllowPrivilegedLabel) {
-		for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
 				out = append(out, fmt.Sprintf("container %s is privileged; namespace %s does not allow it (label %s=true)", c.Name, ns.Name, AllowPrivilegedLabel))
 			}

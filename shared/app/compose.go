@@ -132,12 +132,11 @@ func MergeCache(members ...Pattern) (cache.Options, error) {
 			case by.Label.String() != d.by.Label.String():
 				errs = append(errs, fmt.Errorf("%s and %s cache %s by different labels (%q, %q): one informer cannot hold both", strings.Join(d.owners, ", "), m.Name, kind, d.by.Label, by.Label))
 			}
-			if (by.Field == nil) != (d.by.Field == nil) || (by.Field != nil && by.Field.String() != d.by.Field.String()) {
-				if by.Field == nil || d.by.Field == nil {
-					d.by.Field = nil
-				} else {
-					errs = append(errs, fmt.Errorf("%s and %s cache %s by different fields (%q, %q)", strings.Join(d.owners, ", "), m.Name, kind, d.by.Field, by.Field))
-				}
+			switch {
+			case by.Field == nil || d.by.Field == nil:
+				d.by.Field = nil
+			case by.Field.String() != d.by.Field.String():
+				errs = append(errs, fmt.Errorf("%s and %s cache %s by different fields (%q, %q)", strings.Join(d.owners, ", "), m.Name, kind, d.by.Field, by.Field))
 			}
 			d.owners = append(d.owners, m.Name)
 		}
