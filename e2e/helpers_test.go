@@ -20,6 +20,7 @@ import (
 	childsetv1alpha1 "github.com/kpatterns/kpatterns/childset/api/v1alpha1"
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	finalizersv1alpha1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
+	lifespanv1alpha1 "github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/shared/app"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
@@ -28,7 +29,7 @@ import (
 // scheme knows client-go's types and every pattern's custom resources.
 var scheme = func() *runtime.Scheme {
 	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme,
-		childsetv1alpha1.AddToScheme, finalizersv1alpha1.AddToScheme)
+		childsetv1alpha1.AddToScheme, finalizersv1alpha1.AddToScheme, lifespanv1alpha1.AddToScheme)
 	utilruntime.Must(err)
 	return s
 }()

@@ -29,17 +29,6 @@ func TestLeaderElection(t *testing.T) {
 		t.Skip("runs pattern processes locally; the kind path deploys a Deployment instead")
 	}
 	ns := envconf.RandomName("leader", 12)
-	lease := client.ObjectKey{Namespace: operatorNamespace, Name: "kpatterns-mirror"}
-	holder := func(ctx context.Context, c client.Client) (string, error) {
-		l := &coordinationv1.Lease{}
-		if err := c.Get(ctx, lease, l); err != nil {
-			return "", client.IgnoreNotFound(err)
-		}
-		if l.Spec.HolderIdentity == nil {
-			return "", nil
-		}
-		return *l.Spec.HolderIdentity, nil
-	}
 	mirrored := func(t *testing.T, c client.Client, name string) {
 		t.Helper()
 		src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
@@ -59,35 +48,22 @@ func TestLeaderElection(t *testing.T) {
 				t.Fatal(err)
 			}
 			installPattern(ctx, t, cfg, "mirror")
-			start := func(name string) *localcluster.Pattern {
-				log, err := os.Create(filepath.Join(logs, name+".log"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = log.Close() })
-				p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "mirror"), cfg.KubeconfigFile(), operatorNamespace, log, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = p.Stop(30 * time.Second) })
-				return p
-			}
-			first := start("mirror-replica-1")
+			r := &replicas{t: t, ctx: ctx, cfg: cfg, c: c, pattern: "mirror"}
+			first := r.start()
 			var leader string
 			waitFor(t, "the first replica to take the Lease", func(ctx context.Context) (bool, error) {
-				h, err := holder(ctx, c)
-				leader = h
-				return h != "", err
+				leader = r.holder()
+				return leader != "", nil
 			})
-			start("mirror-replica-2")
+			r.start()
 			mirrored(t, c, "before")
 
 			if err := first.Stop(30 * time.Second); err != nil {
 				t.Fatalf("the leader did not stop cleanly: %v", err)
 			}
 			waitFor(t, "the second replica to take the Lease", func(ctx context.Context) (bool, error) {
-				h, err := holder(ctx, c)
-				return h != "" && h != leader, err
+				h := r.holder()
+				return h != "" && h != leader, nil
 			})
 			mirrored(t, c, "after")
 			return ctx
@@ -112,61 +88,90 @@ func TestLeaderHandoverTimes(t *testing.T) {
 	if os.Getenv("KPATTERNS_MEASURE") == "" || kindRun {
 		t.Skip("a measurement on the local cluster: set KPATTERNS_MEASURE=1")
 	}
-	lease := client.ObjectKey{Namespace: operatorNamespace, Name: "kpatterns-mirror"}
 	f := features.New("handover").
 		Assess("SIGTERM and SIGKILL handovers", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			c := clientFor(t, cfg)
-			holder := func() string {
-				l := &coordinationv1.Lease{}
-				if err := c.Get(ctx, lease, l); err != nil || l.Spec.HolderIdentity == nil {
-					return ""
-				}
-				return *l.Spec.HolderIdentity
-			}
 			installPattern(ctx, t, cfg, "mirror")
-			n := 0
-			start := func() *localcluster.Pattern {
-				n++
-				log, err := os.Create(filepath.Join(logs, fmt.Sprintf("mirror-handover-%d.log", n)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = log.Close() })
-				p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "mirror"), cfg.KubeconfigFile(), operatorNamespace, log, false,
-					strings.Fields(os.Getenv("KPATTERNS_LEASE_FLAGS"))...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = p.Stop(30 * time.Second) })
-				return p
-			}
-			leader := start()
-			waitFor(t, "a leader", func(context.Context) (bool, error) { return holder() != "", nil })
-			handover := func(signal func(*localcluster.Pattern)) time.Duration {
-				standby := start()
-				time.Sleep(time.Second) // the standby is up and polling the Lease
-				was := holder()
-				began := time.Now()
-				go signal(leader)
-				for holder() == was || holder() == "" {
-					if time.Since(began) > time.Minute {
-						t.Fatalf("no new leader a minute after the signal")
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-				took := time.Since(began)
-				leader = standby
-				return took
-			}
-			var term []time.Duration
-			for range 5 {
-				term = append(term, handover(func(p *localcluster.Pattern) { _ = p.Stop(30 * time.Second) }))
-			}
-			kill := handover(func(p *localcluster.Pattern) { _ = p.Cmd.Process.Kill() })
-			slices.Sort(term)
+			r := &replicas{t: t, ctx: ctx, cfg: cfg, c: clientFor(t, cfg), pattern: "mirror", args: strings.Fields(os.Getenv("KPATTERNS_LEASE_FLAGS"))}
+			term, kill := r.handovers(5, nil)
 			t.Logf("SIGTERM handovers %v: p50 %s, max %s; SIGKILL handover %s", term, term[len(term)/2], term[len(term)-1], kill)
 			return ctx
 		}).
 		Feature()
 	testEnv.Test(t, f)
+}
+
+// replicas runs replicas of a pattern as local processes (as its ServiceAccount, with args) and
+// hands leadership from one to the next.
+type replicas struct {
+	t       *testing.T
+	ctx     context.Context
+	cfg     *envconf.Config
+	c       client.Client
+	pattern string
+	args    []string
+	n       int
+	leader  *localcluster.Pattern
+}
+
+// start starts one more replica, stopped when the test ends.
+func (r *replicas) start() *localcluster.Pattern {
+	r.n++
+	log, err := os.Create(filepath.Join(logs, fmt.Sprintf("%s-replica-%d.log", r.pattern, r.n)))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = log.Close() })
+	p, err := localcluster.RunPattern(r.ctx, filepath.Join(bins, r.pattern), r.cfg.KubeconfigFile(), operatorNamespace, log, false, r.args...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = p.Stop(30 * time.Second) })
+	return p
+}
+
+// holder is the identity the pattern's Lease names, "" if none.
+func (r *replicas) holder() string {
+	l := &coordinationv1.Lease{}
+	if err := r.c.Get(r.ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "kpatterns-" + r.pattern}, l); err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// handovers starts a leader, then hands leadership over n times by SIGTERM and once by SIGKILL,
+// each to a standby started for it, and returns the sorted SIGTERM times and the SIGKILL time
+// (signal → the Lease names another holder, polled every 20 ms). led, if given, is called with each
+// leader's identity before it is signalled, and with the last one; it may wait for the leader to
+// be seen at work.
+func (r *replicas) handovers(n int, led func(holder string)) (term []time.Duration, kill time.Duration) {
+	r.leader = r.start()
+	waitFor(r.t, "a leader", func(context.Context) (bool, error) { return r.holder() != "", nil })
+	handover := func(signal func(*localcluster.Pattern)) time.Duration {
+		standby := r.start()
+		time.Sleep(time.Second) // the standby is up and polling the Lease
+		was := r.holder()
+		if led != nil {
+			led(was)
+		}
+		began := time.Now()
+		go signal(r.leader)
+		for h := r.holder(); h == was || h == ""; h = r.holder() {
+			if time.Since(began) > time.Minute {
+				r.t.Fatalf("no new leader a minute after the signal")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		took := time.Since(began)
+		r.leader = standby
+		return took
+	}
+	for range n {
+		term = append(term, handover(func(p *localcluster.Pattern) { _ = p.Stop(30 * time.Second) }))
+	}
+	kill = handover(func(p *localcluster.Pattern) { _ = p.Cmd.Process.Kill() })
+	if led != nil {
+		led(r.holder())
+	}
+	slices.Sort(term)
+	return term, kill
 }

@@ -43,6 +43,8 @@ import (
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	finalizersv1alpha1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	finalizers "github.com/kpatterns/kpatterns/finalizers/controller"
+	lifespanv1alpha1 "github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
+	lifespan "github.com/kpatterns/kpatterns/lifespan/controller"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
 	podpolicy "github.com/kpatterns/kpatterns/podpolicy/webhook"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
@@ -89,7 +91,7 @@ func run() error {
 		return fmt.Errorf("no local cluster (%v): run go tool task cluster:up", err)
 	}
 	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme,
-		childsetv1alpha1.AddToScheme, finalizersv1alpha1.AddToScheme)
+		childsetv1alpha1.AddToScheme, finalizersv1alpha1.AddToScheme, lifespanv1alpha1.AddToScheme)
 	if err != nil {
 		return err
 	}
@@ -98,7 +100,7 @@ func run() error {
 		return err
 	}
 	d.stop("multi") // a previous run's: the three patterns run on their own first
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi} {
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -408,6 +410,63 @@ func (d *demo) finalizers() error {
 		}
 	}
 	fmt.Printf("    externalrecord.patterns.kpatterns.dev \"demo-user\" deleted (external record gone, finalizer %s removed)\n", finalizers.Finalizer)
+	return nil
+}
+
+// lifespan shows the lifetime hooks: a Heartbeat term per leader, a restart (SIGTERM, a new
+// process) ending one term and starting the next, and Observed events not repeated across it.
+func (d *demo) lifespan() error {
+	hb := &lifespanv1alpha1.Heartbeat{}
+	beating := func(since time.Time) func() bool { // a term of a process started after since
+		return func() bool { t := hb.Current(); return t != nil && t.Acquired.After(since) && t.Beats > 1 }
+	}
+	since := time.Now()
+	if err := d.start("lifespan"); err != nil {
+		return err
+	}
+	if err := d.waitFor(lifespan.Name, hb, beating(since)); err != nil {
+		return err
+	}
+	step("Label ConfigMap demo-observed patterns.kpatterns.dev/observe=true: the leader emits one Observed event for its version")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "demo-observed", Namespace: ns, Labels: map[string]string{lifespan.ObserveLabel: "true"}},
+		Data: map[string]string{"at": time.Now().UTC().Format(time.RFC3339)}}
+	if err := d.recreate(cm, cm.DeepCopy()); err != nil {
+		return err
+	}
+	ev := &eventsv1.Event{}
+	if err := d.waitFor(lifespan.ObservedEventName(cm), ev, func() bool { return true }); err != nil {
+		return err
+	}
+	fmt.Printf("    kubectl events: %s %s %q (by %s)\n", ev.Type, ev.Reason, ev.Note, ev.ReportingInstance)
+	step("Restart lifespan (SIGTERM, then a new process): its leader exit hook ends the term, the new leader starts one")
+	since = time.Now()
+	if err := d.start("lifespan"); err != nil {
+		return err
+	}
+	if err := d.waitFor(lifespan.Name, hb, beating(since)); err != nil {
+		return err
+	}
+	fmt.Println("    kubectl get heartbeat lifespan -o jsonpath='{.status.terms}'   # the latest terms")
+	ts := hb.Status.Terms
+	for _, t := range ts[max(0, len(ts)-2):] {
+		stopped := "-"
+		if t.Stopped != nil {
+			stopped = t.Stopped.Format("15:04:05.000")
+		}
+		fmt.Printf("    holder %s  acquired %s  last beat %s  beats %d  stopped %s\n", t.Holder,
+			t.Acquired.Format("15:04:05.000"), t.LastBeat.Format("15:04:05.000"), t.Beats, stopped)
+	}
+	list := &eventsv1.EventList{}
+	if err := d.c.List(d.ctx, list, client.InNamespace(ns), client.MatchingLabels{lifespan.EmittedByLabel: lifespan.Name}); err != nil {
+		return err
+	}
+	observed := 0
+	for _, e := range list.Items {
+		if e.Reason == string(lifespan.Observed) && e.Regarding.UID == cm.UID {
+			observed++
+		}
+	}
+	fmt.Printf("    Observed events for demo-observed after the restart: %d (the new leader found its version already observed)\n", observed)
 	return nil
 }
 

@@ -1,0 +1,26 @@
+// Package v1alpha1 is the Heartbeat API: the record a lifespan leader keeps of its leadership
+// terms, so that who led when can be read back.
+// +kubebuilder:object:generate=true
+// +groupName=patterns.kpatterns.dev
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	// GroupVersion is the API group and version of Heartbeat.
+	GroupVersion = schema.GroupVersion{Group: "patterns.kpatterns.dev", Version: "v1alpha1"}
+	// SchemeBuilder registers the types (apimachinery's builder: API packages depend on nothing more).
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	// AddToScheme adds the types to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Heartbeat{}, &HeartbeatList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
