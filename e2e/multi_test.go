@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	reloader "github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/digest"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 )
@@ -48,10 +49,10 @@ func threePatternsWork(ctx context.Context, t testing.TB, c client.Client, ns st
 		t.Fatal(err)
 	}
 	var first string
-	wait("the digest stamped", func() (bool, error) {
+	wait("the reloader's baseline", func() (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(d), d)
-		first = d.Spec.Template.Annotations[digest.Annotation]
-		return first != "", err
+		first = d.Spec.Template.Annotations[digest.Annotation] // none: its first sight leaves the template alone
+		return d.Annotations[reloader.SeenAnnotation] != "", err
 	})
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {

@@ -60,12 +60,15 @@ func TestReloader(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "digest on the opted-in Deployment", func(ctx context.Context) (bool, error) {
+			waitFor(t, "the reloader's baseline on the opted-in Deployment", func(ctx context.Context) (bool, error) {
 				d := &appsv1.Deployment{}
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "opted"}, d)
-				return err == nil && d.Spec.Template.Annotations[digest.Annotation] != "", err
+				return err == nil && d.Annotations[controller.SeenAnnotation] != "", err
 			})
 			before := rolledOut(ctx, t, c, ns, "opted")
+			if len(before) != 1 {
+				t.Fatalf("a Deployment created opted in has %d ReplicaSets, want 1: the reloader's first sight rolled it", len(before))
+			}
 			plainBefore := rolledOut(ctx, t, c, ns, "plain")
 
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

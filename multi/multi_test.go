@@ -78,13 +78,16 @@ func TestMirrorsReloadsAndSummarizesInOneProcess(t *testing.T) {
 		}
 		return d.Spec.Template.Annotations[digest.Annotation]
 	}
-	var first string
-	testenv.Eventually(t, "the digest stamped", func() error {
-		if first = stamped(); first == "" {
-			return fmt.Errorf("no %s yet", digest.Annotation)
+	testenv.Eventually(t, "the reloader's baseline", func() error {
+		if err := get(d, "web"); err != nil {
+			return err
+		}
+		if d.Annotations[reloader.SeenAnnotation] == "" {
+			return fmt.Errorf("no %s yet", reloader.SeenAnnotation)
 		}
 		return nil
 	})
+	first := stamped() // none: the reloader's first sight leaves the template alone
 	plain.Data["a"] = "2"
 	if err := env.Client.Update(ctx, plain); err != nil {
 		t.Fatal(err)

@@ -22,9 +22,9 @@ import (
 // without indexes forces: list every Deployment in the namespace and check its references.
 // Compare each method's 10,000/100 ratio: about 1 for the index, about 100 for the scan.
 func BenchmarkReferencing(b *testing.B) {
-	mgr := env.Manager(b)
+	_, c := start(b, defaults)
 	ctx := context.Background()
-	mapToDeployments := controller.MapConfigMapToDeployments(mgr.GetClient())
+	mapToDeployments := controller.MapSourceToWorkloads(c, controller.Workloads[0], controller.ConfigMap)
 	for _, n := range []int{100, 10000} {
 		ns := "bench-" + rand.String(6)
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -54,7 +54,7 @@ func BenchmarkReferencing(b *testing.B) {
 		hot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hot", Namespace: ns}}
 		testenv.Eventually(b, "cache holds every Deployment", func() error {
 			list := &appsv1.DeploymentList{}
-			if err := mgr.GetClient().List(ctx, list, client.InNamespace(ns)); err != nil {
+			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 				return err
 			}
 			if len(list.Items) != n {
@@ -72,13 +72,13 @@ func BenchmarkReferencing(b *testing.B) {
 		b.Run(fmt.Sprintf("scan/deployments=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				list := &appsv1.DeploymentList{}
-				if err := mgr.GetClient().List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+				if err := c.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 					b.Fatal(err)
 				}
 				found := 0
 				for i := range list.Items {
-					for _, name := range controller.IndexDeploymentByConfigMap(&list.Items[i]) {
-						if name == "hot" {
+					for _, key := range controller.IndexWorkloadBySource(controller.Workloads[0])(&list.Items[i]) {
+						if key == "configmap/hot" {
 							found++
 						}
 					}

@@ -2,14 +2,16 @@ package main
 
 // Integration tests against a real API server (envtest), the generated RBAC installed and the
 // manager running as the reloader's ServiceAccount (so it has exactly get/list/watch ConfigMaps
-// and get/list/watch/patch Deployments).
+// and Secrets, and get/list/watch/patch Deployments, StatefulSets and DaemonSets). envtest runs no
+// workload controllers: a Pod template change shows as a new generation, which is what is counted.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,8 +19,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/digest"
@@ -29,85 +35,50 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
 
-func configMap(t *testing.T, ns, name string, data map[string]string) *corev1.ConfigMap {
+// start runs the reloader as its ServiceAccount until the test ends, and returns its own cache.
+func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manager.Manager, cache.Cache) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
-	if err := env.Client.Create(context.Background(), cm); err != nil {
+	var c cache.Cache
+	mgr := env.ManagerWith(t, func(mgr manager.Manager) (err error) {
+		c, err = controller.Setup(mgr, o)
+		return err
+	}, watchNamespaces...)
+	if !c.WaitForCacheSync(context.Background()) {
+		t.Fatal("the reloader's cache did not sync")
+	}
+	return mgr, c
+}
+
+var defaults = controller.Options{CoalesceWindow: controller.DefaultCoalesceWindow}
+
+func source(t *testing.T, ns string, kind controller.Kind, name string, data map[string]string) {
+	t.Helper()
+	var obj client.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+	if kind == controller.Secret {
+		obj = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}
+	}
+	if err := env.Client.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
-	return cm
 }
 
-func deployment(t *testing.T, ns, name string, optIn bool, spec func(*corev1.PodSpec)) *appsv1.Deployment {
-	t.Helper()
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: appsv1.DeploymentSpec{
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}},
-	}}
-	if optIn {
-		d.Labels = map[string]string{controller.OptIn: "true"}
-	}
-	spec(&d.Spec.Template.Spec)
-	if err := env.Client.Create(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// digestOf is the digest the reloader must write for refs, computed from the live ConfigMaps.
-func digestOf(t *testing.T, ns string, refs ...string) string {
-	t.Helper()
-	rs := make([]controller.Ref, len(refs))
-	for i, r := range refs {
-		rs[i] = controller.Ref{Name: r}
-	}
-	slices.SortFunc(rs, func(a, b controller.Ref) int { return cmpString(a.Name, b.Name) })
-	return controller.Digest(rs, func(name string) *corev1.ConfigMap {
-		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
-			return nil
-		}
-		return cm
-	})
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// annotated waits until the Deployment's Pod template digest is want ("" = no annotation).
-func annotated(t *testing.T, ns, name, want string) *appsv1.Deployment {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	testenv.Eventually(t, name+" digest", func() error {
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
-			return err
-		}
-		got, ok := d.Spec.Template.Annotations[digest.Annotation]
-		if got != want || (want == "" && ok) {
-			return fmt.Errorf("digest %q (present %v), want %q", got, ok, want)
-		}
-		return nil
-	})
-	return d
-}
-
-func updateData(t *testing.T, ns, name string, mutate func(*corev1.ConfigMap)) {
+// setData changes one key of a source's data.
+func setData(t *testing.T, ns string, kind controller.Kind, name, key, value string) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if kind == controller.Secret {
+			s := &corev1.Secret{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+				return err
+			}
+			s.Data[key] = []byte(value)
+			return env.Client.Update(context.Background(), s)
+		}
 		cm := &corev1.ConfigMap{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
 			return err
 		}
-		mutate(cm)
+		cm.Data[key] = value
 		return env.Client.Update(context.Background(), cm)
 	})
 	if err != nil {
@@ -115,87 +86,277 @@ func updateData(t *testing.T, ns, name string, mutate func(*corev1.ConfigMap)) {
 	}
 }
 
+// workload creates an opted-in (or not) workload of w's kind whose Pod spec spec edits.
+func workload(t *testing.T, w controller.Workload, ns, name string, optIn bool, spec func(*corev1.PodSpec)) client.Object {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}
+	spec(&tpl.Spec)
+	meta := metav1.ObjectMeta{Name: name, Namespace: ns}
+	if optIn {
+		meta.Labels = map[string]string{controller.OptIn: "true"}
+	}
+	sel := &metav1.LabelSelector{MatchLabels: labels}
+	var obj client.Object
+	switch w.Kind {
+	case "Deployment":
+		obj = &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: sel, Template: tpl}}
+	case "StatefulSet":
+		obj = &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0), Selector: sel, Template: tpl}}
+	case "DaemonSet":
+		obj = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tpl}}
+	}
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// get reads a workload live.
+func get(t *testing.T, w controller.Workload, ns, name string) client.Object {
+	t.Helper()
+	obj := w.New()
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// want is the template digest the reloader must write for a workload: from the live sources,
+// projected as its cache projects them.
+func want(t *testing.T, w controller.Workload, obj client.Object) string {
+	t.Helper()
+	refs := controller.Refs(&w.Template(obj).Spec)
+	return controller.Combined(controller.Digests(refs, func(r controller.Ref) client.Object {
+		var src client.Object = &corev1.ConfigMap{}
+		if r.Kind == controller.Secret {
+			src = &corev1.Secret{}
+		}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: obj.GetNamespace(), Name: r.Name}, src); err != nil {
+			return nil
+		}
+		p, err := controller.Project(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(client.Object)
+	}))
+}
+
+// baselined waits until the reloader recorded what it saw on the workload's metadata, and
+// checks it did not touch the Pod template. (A Deployment's generation does move: kube-apiserver
+// bumps it on an annotation change too, as it copies them to the ReplicaSet — no new ReplicaSet.)
+func baselined(t *testing.T, w controller.Workload, created client.Object) client.Object {
+	t.Helper()
+	var obj client.Object
+	testenv.Eventually(t, created.GetName()+" baseline", func() error {
+		obj = get(t, w, created.GetNamespace(), created.GetName())
+		if obj.GetAnnotations()[controller.SeenAnnotation] == "" {
+			return fmt.Errorf("no %s yet", controller.SeenAnnotation)
+		}
+		return nil
+	})
+	if d := cmp.Diff(w.Template(created), w.Template(obj)); d != "" {
+		t.Errorf("%s %s: the reloader's first sight changed the Pod template (-before +after):\n%s", w.Kind, created.GetName(), d)
+	}
+	return obj
+}
+
+// rolled waits until the workload's template digest is the digest of its sources' current data,
+// and returns how many writes the reloader made since before (each of its writes after the
+// baseline is a rollout: template and metadata in one request, one generation).
+func rolled(t *testing.T, w controller.Workload, before client.Object) (client.Object, int64) {
+	t.Helper()
+	var obj client.Object
+	testenv.Eventually(t, before.GetName()+" rolled", func() error {
+		obj = get(t, w, before.GetNamespace(), before.GetName())
+		got, wanted := w.Template(obj).Annotations[digest.Annotation], want(t, w, obj)
+		if got != wanted {
+			return fmt.Errorf("template digest %q, want %q (seen %q, gen %d)", got, wanted, obj.GetAnnotations()[controller.SeenAnnotation], obj.GetGeneration())
+		}
+		return nil
+	})
+	return obj, obj.GetGeneration() - before.GetGeneration()
+}
+
+var forms = map[string]func(controller.Kind, string) func(*corev1.PodSpec){
+	"volume": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			src := corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}
+			if k == controller.Secret {
+				src = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: n}}
+			}
+			s.Volumes = []corev1.Volume{{Name: "v", VolumeSource: src}}
+		}
+	},
+	"projected": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			p := corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}
+			if k == controller.Secret {
+				p = corev1.VolumeProjection{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}
+			}
+			s.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{p}}}}}
+		}
+	},
+	"envfrom": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) { s.Containers[0].EnvFrom = []corev1.EnvFromSource{envFrom(k, n)} }
+	},
+	"keyref": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			v := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: n}, Key: "k"}}
+			if k == controller.Secret {
+				v = &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: n}, Key: "k"}}
+			}
+			s.Containers[0].Env = []corev1.EnvVar{{Name: "X", ValueFrom: v}}
+		}
+	},
+	"init": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			s.InitContainers = []corev1.Container{{Name: "init", Image: "busybox", EnvFrom: []corev1.EnvFromSource{envFrom(k, n)}}}
+		}
+	},
+}
+
+func envFrom(k controller.Kind, n string) corev1.EnvFromSource {
+	if k == controller.Secret {
+		return corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}
+	}
+	return corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}
+}
+
+var kinds = []controller.Kind{controller.ConfigMap, controller.Secret}
+
+// Every workload kind × source kind × reference form: the first sight writes the baseline and not
+// the template; a data change rolls (one template change, the digest of the new data).
 func TestEveryReferenceForm(t *testing.T) {
 	ns := env.Namespace(t)
-	env.Manager(t)
-	forms := map[string]func(*corev1.PodSpec){
-		"volume": func(s *corev1.PodSpec) {
-			s.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-volume"}}}}}
-		},
-		"projected": func(s *corev1.PodSpec) {
-			s.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-				Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-projected"}}}}}}}}
-		},
-		"envfrom": func(s *corev1.PodSpec) {
-			s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-envfrom"}}}}
-		},
-		"keyref": func(s *corev1.PodSpec) {
-			s.Containers[0].Env = []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "cm-keyref"}, Key: "k"}}}}
-		},
-		"init": func(s *corev1.PodSpec) {
-			s.InitContainers = []corev1.Container{{Name: "init", Image: "busybox", EnvFrom: []corev1.EnvFromSource{
-				{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-init"}}}}}}
-		},
+	start(t, defaults)
+	type item struct {
+		w      controller.Workload
+		kind   controller.Kind
+		name   string
+		source string
+		obj    client.Object
 	}
-	for form, spec := range forms {
-		configMap(t, ns, "cm-"+form, map[string]string{"k": "v1"})
-		deployment(t, ns, "d-"+form, true, spec)
-	}
-	for form := range forms {
-		first := annotated(t, ns, "d-"+form, digestOf(t, ns, "cm-"+form))
-		updateData(t, ns, "cm-"+form, func(cm *corev1.ConfigMap) { cm.Data["k"] = "v2" })
-		second := digestOf(t, ns, "cm-"+form)
-		if second == first.Spec.Template.Annotations[digest.Annotation] {
-			t.Fatalf("%s: the digest did not change with the data", form)
+	var items []item
+	for _, w := range controller.Workloads {
+		for _, k := range kinds {
+			for form, spec := range forms {
+				it := item{w: w, kind: k, name: strings.ToLower(fmt.Sprintf("%s-%s-%s", w.Kind, k, form))}
+				it.source = it.name + "-src"
+				source(t, ns, k, it.source, map[string]string{"k": "v1"})
+				it.obj = workload(t, w, ns, it.name, true, spec(k, it.source))
+				items = append(items, it)
+			}
 		}
-		annotated(t, ns, "d-"+form, second)
+	}
+	for i, it := range items {
+		items[i].obj = baselined(t, it.w, it.obj)
+		setData(t, ns, it.kind, it.source, "k", "v2")
+	}
+	for _, it := range items {
+		if _, n := rolled(t, it.w, it.obj); n != 1 {
+			t.Errorf("%s: %d writes after one data change, want 1", it.name, n)
+		}
 	}
 }
 
-func TestOptionalMissingConfigMap(t *testing.T) {
+// Starting over existing opted-in workloads changes no template; one data change then changes
+// exactly one, once.
+func TestStartingRollsNothing(t *testing.T) {
 	ns := env.Namespace(t)
-	env.Manager(t)
-	deployment(t, ns, "opt", true, func(s *corev1.PodSpec) {
-		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+	d := controller.Workloads[0]
+	webs := make([]client.Object, 10)
+	for i := range webs {
+		source(t, ns, controller.ConfigMap, fmt.Sprintf("cm-%d", i), map[string]string{"k": "v"})
+		webs[i] = workload(t, d, ns, fmt.Sprintf("web-%d", i), true, forms["envfrom"](controller.ConfigMap, fmt.Sprintf("cm-%d", i)))
+	}
+	// One stamped by the previous version of the reloader (a digest in its template): kept as is.
+	old := workload(t, d, ns, "old", true, func(s *corev1.PodSpec) {
+		forms["volume"](controller.ConfigMap, "cm-0")(s)
+	})
+	oldDigest := "0123456789abcdef"
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		o := get(t, d, ns, "old").(*appsv1.Deployment)
+		o.Spec.Template.Annotations = map[string]string{digest.Annotation: oldDigest}
+		return env.Client.Update(context.Background(), o)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, defaults)
+	for i := range webs {
+		webs[i] = baselined(t, d, webs[i])
+	}
+	stamped := get(t, d, ns, old.GetName())
+	if stamped.GetAnnotations()[controller.SeenAnnotation] == "" { // created first: baselined by now
+		baselined(t, d, stamped)
+	}
+	if o := get(t, d, ns, old.GetName()).(*appsv1.Deployment); o.Spec.Template.Annotations[digest.Annotation] != oldDigest {
+		t.Errorf("the stamped Deployment's template digest %q, want %q kept", o.Spec.Template.Annotations[digest.Annotation], oldDigest)
+	}
+	setData(t, ns, controller.ConfigMap, "cm-3", "k", "changed")
+	rolled(t, d, webs[3])
+	for i, web := range webs {
+		n := get(t, d, ns, web.GetName()).GetGeneration() - web.GetGeneration()
+		if (i == 3 && n != 1) || (i != 3 && n != 0) {
+			t.Errorf("web-%d: %d writes after cm-3 changed", i, n)
+		}
+	}
+}
+
+func TestOptionalMissingSource(t *testing.T) {
+	ns := env.Namespace(t)
+	start(t, defaults)
+	d := controller.Workloads[0]
+	opt := workload(t, d, ns, "opt", true, func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "later"}, Optional: ptr.To(true)}}}
 	})
-	absent := annotated(t, ns, "opt", digestOf(t, ns, "later")).Spec.Template.Annotations[digest.Annotation]
-	configMap(t, ns, "later", map[string]string{"k": "v"})
-	present := digestOf(t, ns, "later")
-	if present == absent {
-		t.Fatal("an absent ConfigMap digests like a present one")
+	opt = baselined(t, d, opt)
+	source(t, ns, controller.Secret, "later", map[string]string{"k": "v"})
+	if _, n := rolled(t, d, opt); n != 1 {
+		t.Errorf("%d writes, want 1", n)
 	}
-	annotated(t, ns, "opt", present)
 }
 
+// A label-only change and a re-creation with the same data cause no write at all.
 func TestNoWriteWithoutDataChange(t *testing.T) {
 	ns := env.Namespace(t)
-	mgr := env.Manager(t)
+	mgr, c := start(t, defaults)
 	ctx := context.Background()
-	configMap(t, ns, "settings", map[string]string{"k": "v"})
-	deployment(t, ns, "calm", true, func(s *corev1.PodSpec) {
-		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
-	})
-	d := annotated(t, ns, "calm", digestOf(t, ns, "settings"))
+	d := controller.Workloads[0]
+	source(t, ns, controller.ConfigMap, "settings", map[string]string{"k": "v"})
+	before := baselined(t, d, workload(t, d, ns, "calm", true, forms["envfrom"](controller.ConfigMap, "settings")))
 
-	updateData(t, ns, "settings", func(cm *corev1.ConfigMap) { cm.Labels = map[string]string{"touched": "yes"} })
 	cm := &corev1.ConfigMap{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Labels = map[string]string{"touched": "yes"}
+	if err := env.Client.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	cm = configMap(t, ns, "settings", map[string]string{"k": "v"})
-	testenv.WaitCached(t, mgr.GetClient(), cm)
-	testenv.WaitCached(t, mgr.GetClient(), d)
+	source(t, ns, controller.ConfigMap, "settings", map[string]string{"k": "v"})
+	recreated := &corev1.ConfigMap{}
+	testenv.Eventually(t, "the re-created ConfigMap cached", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, recreated); err != nil {
+			return err
+		}
+		if recreated.UID == cm.UID {
+			return fmt.Errorf("the old one still")
+		}
+		return nil
+	})
+	testenv.WaitCached(t, c, before)
 
 	writes := testenv.CountWrites(mgr.GetClient())
 	recorded := events.NewFakeRecorder(10)
-	r := &controller.Reconciler{Client: writes, Recorder: recorded}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(d)}); err != nil {
+	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: recorded, Project: true}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(before)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := writes.N(); n != 0 {
@@ -204,94 +365,156 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 	if n := len(recorded.Events); n != 0 {
 		t.Fatalf("%d events without a rollout, want 0", n)
 	}
-	after := &appsv1.Deployment{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), after); err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != d.ResourceVersion {
-		t.Fatalf("Deployment written: resourceVersion %s -> %s", d.ResourceVersion, after.ResourceVersion)
+	if after := get(t, d, ns, "calm"); after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Fatalf("written: resourceVersion %s -> %s", before.GetResourceVersion(), after.GetResourceVersion())
 	}
 }
 
-func TestReferenceRemovalRecomputes(t *testing.T) {
+// A change of references is the template's own edit: the reloader records the new baseline and
+// does not change the template again; with no reference left its metadata annotation goes.
+func TestReferenceChangeIsNoRollout(t *testing.T) {
 	ns := env.Namespace(t)
-	env.Manager(t)
-	configMap(t, ns, "a", map[string]string{"k": "1"})
-	configMap(t, ns, "b", map[string]string{"k": "2"})
-	deployment(t, ns, "two", true, func(s *corev1.PodSpec) {
-		s.Containers[0].EnvFrom = []corev1.EnvFromSource{
-			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "a"}}},
-			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "b"}}},
-		}
-	})
-	annotated(t, ns, "two", digestOf(t, ns, "a", "b"))
-	setEnvFrom := func(names ...string) {
+	start(t, defaults)
+	d := controller.Workloads[0]
+	source(t, ns, controller.ConfigMap, "a", map[string]string{"k": "1"})
+	source(t, ns, controller.Secret, "b", map[string]string{"k": "2"})
+	two := baselined(t, d, workload(t, d, ns, "two", true, func(s *corev1.PodSpec) {
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{envFrom(controller.ConfigMap, "a"), envFrom(controller.Secret, "b")}
+	}))
+	setData(t, ns, controller.Secret, "b", "k", "3")
+	two, _ = rolled(t, d, two)
+	rolledDigest := d.Template(two).Annotations[digest.Annotation]
+	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed data of secret/b")
+	edit := func(from ...corev1.EnvFromSource) {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			d := &appsv1.Deployment{}
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "two"}, d); err != nil {
-				return err
-			}
-			d.Spec.Template.Spec.Containers[0].EnvFrom = nil
-			for _, n := range names {
-				d.Spec.Template.Spec.Containers[0].EnvFrom = append(d.Spec.Template.Spec.Containers[0].EnvFrom,
-					corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}})
-			}
-			return env.Client.Update(context.Background(), d)
+			o := get(t, d, ns, "two").(*appsv1.Deployment)
+			o.Spec.Template.Spec.Containers[0].EnvFrom = from
+			return env.Client.Update(context.Background(), o)
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "first digest of ConfigMap(s): a, b")
-	setEnvFrom("b")
-	d := annotated(t, ns, "two", digestOf(t, ns, "b"))
-	if got := d.Annotations[controller.ConfigMapsAnnotation]; !strings.HasPrefix(got, "b=") || strings.Contains(got, ",") {
-		t.Errorf("%s = %q, want b's digest alone", controller.ConfigMapsAnnotation, got)
-	}
-	// The event names what changed: a is no longer referenced.
-	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed ConfigMap(s): a")
-	setEnvFrom()
-	d = annotated(t, ns, "two", "")
-	if _, ok := d.Annotations[controller.ConfigMapsAnnotation]; ok {
-		t.Errorf("%s left after the last reference went", controller.ConfigMapsAnnotation)
+	edit(envFrom(controller.Secret, "b")) // generation 3: the user's edit
+	testenv.Eventually(t, "the new baseline", func() error {
+		if got := get(t, d, ns, "two").GetAnnotations()[controller.SeenAnnotation]; !strings.HasPrefix(got, "secret/b=") || strings.Contains(got, ",") {
+			return fmt.Errorf("%s = %q", controller.SeenAnnotation, got)
+		}
+		return nil
+	})
+	edit() // generation 4
+	testenv.Eventually(t, "the baseline removed", func() error {
+		if _, ok := get(t, d, ns, "two").GetAnnotations()[controller.SeenAnnotation]; ok {
+			return fmt.Errorf("%s still there", controller.SeenAnnotation)
+		}
+		return nil
+	})
+	if got := d.Template(get(t, d, ns, "two")).Annotations[digest.Annotation]; got != rolledDigest {
+		t.Errorf("the template digest changed from %q to %q without a data change", rolledDigest, got)
 	}
 }
 
-func TestSharedConfigMapAndTheIndex(t *testing.T) {
+func TestSharedSourceAndTheIndex(t *testing.T) {
 	ns := env.Namespace(t)
-	mgr := env.Manager(t)
+	_, c := start(t, defaults)
 	ctx := context.Background()
-	uses := func(name string) func(*corev1.PodSpec) {
-		return func(s *corev1.PodSpec) {
-			s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+	d, s := controller.Workloads[0], controller.Workloads[1]
+	source(t, ns, controller.ConfigMap, "shared", map[string]string{"k": "v1"})
+	source(t, ns, controller.Secret, "shared", map[string]string{"k": "v1"}) // same name, other kind
+	one := baselined(t, d, workload(t, d, ns, "one", true, forms["envfrom"](controller.ConfigMap, "shared")))
+	two := baselined(t, s, workload(t, s, ns, "two", true, forms["volume"](controller.ConfigMap, "shared")))
+	secretUser := baselined(t, d, workload(t, d, ns, "secret-user", true, forms["envfrom"](controller.Secret, "shared")))
+	manual := workload(t, d, ns, "not-opted-in", false, forms["envfrom"](controller.ConfigMap, "shared"))
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns}}
+	var got []string
+	for _, w := range []controller.Workload{d, s} {
+		for _, req := range controller.MapSourceToWorkloads(c, w, controller.ConfigMap)(ctx, cm) {
+			got = append(got, w.Kind+"/"+req.Name)
 		}
 	}
-	shared := configMap(t, ns, "shared", map[string]string{"k": "v1"})
-	configMap(t, ns, "other", map[string]string{"k": "v1"})
-	deployment(t, ns, "one", true, uses("shared"))
-	deployment(t, ns, "two", true, uses("shared"))
-	deployment(t, ns, "elsewhere", true, uses("other"))
-	manual := deployment(t, ns, "not-opted-in", false, uses("shared"))
-	annotated(t, ns, "one", digestOf(t, ns, "shared"))
-	annotated(t, ns, "two", digestOf(t, ns, "shared"))
-
-	var got []string
-	for _, req := range controller.MapConfigMapToDeployments(mgr.GetClient())(ctx, shared) {
-		got = append(got, req.Name)
+	if fmt.Sprint(got) != "[Deployment/one StatefulSet/two]" {
+		t.Fatalf("the index maps ConfigMap shared to %v, want [Deployment/one StatefulSet/two]", got)
 	}
-	slices.Sort(got)
-	if !slices.Equal(got, []string{"one", "two"}) {
-		t.Fatalf("the index maps ConfigMap shared to %v, want [one two]", got)
+	setData(t, ns, controller.ConfigMap, "shared", "k", "v2")
+	rolled(t, d, one)
+	rolled(t, s, two)
+	if after := get(t, d, ns, "secret-user"); after.GetResourceVersion() != secretUser.GetResourceVersion() {
+		t.Errorf("the Secret's user was written for the ConfigMap of the same name")
 	}
+	if after := get(t, d, ns, manual.GetName()); after.GetResourceVersion() != manual.GetResourceVersion() {
+		t.Fatal("a Deployment that did not opt in was written")
+	}
+}
 
-	updateData(t, ns, "shared", func(cm *corev1.ConfigMap) { cm.Data["k"] = "v2" })
-	annotated(t, ns, "one", digestOf(t, ns, "shared"))
-	annotated(t, ns, "two", digestOf(t, ns, "shared"))
-	after := &appsv1.Deployment{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(manual), after); err != nil {
+// 50 updates to one ConfigMap as fast as the API server takes them: the first rolls at once, the
+// rest wait for the coalescing window, so the template changes at most once per window the burst
+// spans, plus the first — never once per update — and ends with the digest of the final data.
+func TestBurstIsCoalesced(t *testing.T) {
+	ns := env.Namespace(t)
+	start(t, defaults)
+	d := controller.Workloads[0]
+	source(t, ns, controller.ConfigMap, "hot", map[string]string{"k": "0"})
+	web := baselined(t, d, workload(t, d, ns, "web", true, forms["envfrom"](controller.ConfigMap, "hot")))
+	began := time.Now()
+	for i := 1; i <= 50; i++ {
+		setData(t, ns, controller.ConfigMap, "hot", "k", fmt.Sprint(i))
+	}
+	spanned := time.Since(began)
+	_, n := rolled(t, d, web)
+	changes := int(n)
+	bound := 2 + int(spanned/controller.DefaultCoalesceWindow)
+	t.Logf("50 updates in %s: %d template changes (bound %d)", spanned.Round(time.Millisecond), changes, bound)
+	if changes > bound || changes < 1 {
+		t.Errorf("%d template changes for 50 updates in %s, want 1..%d", changes, spanned, bound)
+	}
+}
+
+// The reloader's cache holds no value of a ConfigMap or Secret, and no more of a workload than
+// its references: listed whole and searched for the values.
+func TestCacheHoldsNoValues(t *testing.T) {
+	ns := env.Namespace(t)
+	_, c := start(t, defaults)
+	ctx := context.Background()
+	value := "v@lue-" + ns
+	source(t, ns, controller.ConfigMap, "cm", map[string]string{"k": value})
+	source(t, ns, controller.Secret, "secret", map[string]string{"k": value})
+	baselined(t, controller.Workloads[0], workload(t, controller.Workloads[0], ns, "web", true, func(s *corev1.PodSpec) {
+		s.Containers[0].Image = "registry.example/" + value
+		s.Containers[0].EnvFrom = []corev1.EnvFromSource{envFrom(controller.ConfigMap, "cm"), envFrom(controller.Secret, "secret")}
+	}))
+	lists := []client.ObjectList{&corev1.ConfigMapList{}, &corev1.SecretList{}, &appsv1.DeploymentList{}}
+	for _, l := range lists {
+		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), value) || !strings.Contains(string(b), `"namespace":"`+ns+`"`) {
+			t.Errorf("%T in the reloader's cache holds the value (or nothing of the namespace): %s", l, b)
+		}
+	}
+	// The reloader's own cache watches what the manager's watches (--watch-namespaces).
+	source(t, env.Namespace(t), controller.ConfigMap, "elsewhere", map[string]string{"k": "v"})
+	_, scoped := start(t, defaults, ns)
+	all := &corev1.ConfigMapList{}
+	if err := scoped.List(ctx, all); err != nil {
 		t.Fatal(err)
 	}
-	if after.ResourceVersion != manual.ResourceVersion {
-		t.Fatal("a Deployment that did not opt in was written")
+	for _, cm := range all.Items {
+		if cm.Namespace != ns {
+			t.Fatalf("a cache scoped to %s holds %s/%s", ns, cm.Namespace, cm.Name)
+		}
+	}
+	// The baseline: the same check fails on a cache of whole objects.
+	_, whole := start(t, controller.Options{CoalesceWindow: time.Second, CacheWholeObjects: true})
+	l := &corev1.SecretList{}
+	if err := whole.List(ctx, l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(l); !strings.Contains(string(b), value) && !strings.Contains(string(b), "dkBsdWUt") {
+		t.Errorf("a whole-object cache should hold the Secret's value (base64 in JSON): %s", b)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/shared/app"
 )
 
 // Name is the pattern's name, its Heartbeat's name and its Events' reporting controller.
@@ -83,11 +84,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Cache narrows the informers to labelled ConfigMaps and the pattern's own Events.
 func Cache(o *cache.Options) {
-	if o.ByObject == nil {
-		o.ByObject = map[client.Object]cache.ByObject{}
-	}
-	o.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ObserveLabel: "true"})}
-	o.ByObject[&eventsv1.Event{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{EmittedByLabel: Name})}
+	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ObserveLabel: "true"})})
+	app.CacheByObject(o, &eventsv1.Event{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{EmittedByLabel: Name})})
 }
 
 // Lifespan is the pattern: its hooks (for app.Hooks), the heartbeat and the observe controller.

@@ -1,21 +1,27 @@
-// Package controller rolls opted-in Deployments when a ConfigMap they reference changes: it
-// stamps a digest of the referenced ConfigMaps on the Pod template. It owns nothing: it watches
-// ConfigMaps it does not own and finds the Deployments that reference one through a field index.
+// Package controller rolls opted-in workloads — Deployments, StatefulSets, DaemonSets — when the
+// data of a ConfigMap or Secret they reference changes. It owns nothing: it records on the
+// workload's own metadata the digests of the data it last saw, and writes the Pod template only
+// when that data changed since, so starting it never restarts anything. It caches projections
+// (digests of values, references of templates: see Project), never a value.
 package controller
 
 import (
 	"context"
-	"fmt"
+	"flag"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/digest"
@@ -32,48 +39,69 @@ import (
 const (
 	// Name is the pattern's name; its field manager is kpatterns-reloader.
 	Name = "reloader"
-	// OptIn labels the Deployments the reloader manages (value "true"); only those are cached.
+	// OptIn labels the workloads the reloader manages (value "true"); only those are cached.
 	OptIn = "patterns.kpatterns.dev/reloader"
-	// ConfigMapsAnnotation on the Deployment's own metadata records a short digest of each
-	// referenced ConfigMap ("name=digest,..."), so a rollout can name the ConfigMaps that changed.
-	// The Pod template carries the combined digest under digest.Annotation.
-	ConfigMapsAnnotation = "patterns.kpatterns.dev/configmap-digests"
-	// DeploymentByConfigMapIndex indexes Deployments by the ConfigMaps they reference ("<name>"
-	// within the Deployment's namespace: controller-runtime scopes field indexes by namespace).
-	DeploymentByConfigMapIndex = "reloader.deploymentByConfigMap"
-	// ReasonRollingOut is the reason of the Normal event on a Deployment the reloader rolls.
+	// SeenAnnotation on the workload's own metadata records a short digest of each referenced
+	// source as last seen ("configmap/a=<16 hex>,secret/b=<16 hex>"): the baseline a change is
+	// detected against, and the names a rollout event reports. The Pod template carries the
+	// combined digest under digest.Annotation, written only on a change.
+	SeenAnnotation = "patterns.kpatterns.dev/config-digests"
+	// WorkloadBySourceIndex indexes workloads by the sources they reference (Ref.Key, within the
+	// workload's namespace: controller-runtime scopes field indexes by namespace).
+	WorkloadBySourceIndex = "reloader.workloadBySource"
+	// ReasonRollingOut is the reason of the Normal event on a workload the reloader rolls.
 	ReasonRollingOut = "RollingOut"
 )
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Ref is one ConfigMap a Pod template references.
+// Kind is the kind of a referenced source.
+type Kind string
+
+// The kinds of sources.
+const (
+	ConfigMap Kind = "configmap"
+	Secret    Kind = "secret"
+)
+
+// Ref is one ConfigMap or Secret a Pod template references.
 type Ref struct {
+	Kind     Kind
 	Name     string
 	Optional bool // every reference to it is optional
 }
 
-// Refs returns the ConfigMaps a Pod template references, sorted by name: volumes, projected
-// volume sources, and envFrom and env valueFrom of containers and init containers. A ConfigMap
-// is optional only if every reference to it is.
+// Key is the reference's index entry and its name in SeenAnnotation: "configmap/<name>".
+func (r Ref) Key() string { return string(r.Kind) + "/" + r.Name }
+
+// Refs returns the ConfigMaps and Secrets a Pod template references, sorted by Key: volumes,
+// projected volume sources, and envFrom and env valueFrom of containers and init containers. A
+// source is optional only if every reference to it is.
 func Refs(spec *corev1.PodSpec) []Ref {
-	required := map[string]bool{}
-	add := func(name string, optional *bool) {
+	required := map[Ref]bool{} // keyed with Optional false
+	add := func(kind Kind, name string, optional *bool) {
 		if name == "" {
 			return
 		}
-		required[name] = required[name] || optional == nil || !*optional
+		r := Ref{Kind: kind, Name: name}
+		required[r] = required[r] || optional == nil || !*optional
 	}
 	for _, v := range spec.Volumes {
 		if v.ConfigMap != nil {
-			add(v.ConfigMap.Name, v.ConfigMap.Optional)
+			add(ConfigMap, v.ConfigMap.Name, v.ConfigMap.Optional)
+		}
+		if v.Secret != nil {
+			add(Secret, v.Secret.SecretName, v.Secret.Optional)
 		}
 		if v.Projected != nil {
 			for _, s := range v.Projected.Sources {
 				if s.ConfigMap != nil {
-					add(s.ConfigMap.Name, s.ConfigMap.Optional)
+					add(ConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional)
+				}
+				if s.Secret != nil {
+					add(Secret, s.Secret.Name, s.Secret.Optional)
 				}
 			}
 		}
@@ -81,46 +109,52 @@ func Refs(spec *corev1.PodSpec) []Ref {
 	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
 		for _, e := range c.EnvFrom {
 			if e.ConfigMapRef != nil {
-				add(e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
+				add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
+			}
+			if e.SecretRef != nil {
+				add(Secret, e.SecretRef.Name, e.SecretRef.Optional)
 			}
 		}
 		for _, e := range c.Env {
 			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-				add(e.ValueFrom.ConfigMapKeyRef.Name, e.ValueFrom.ConfigMapKeyRef.Optional)
+				add(ConfigMap, e.ValueFrom.ConfigMapKeyRef.Name, e.ValueFrom.ConfigMapKeyRef.Optional)
+			}
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				add(Secret, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Optional)
 			}
 		}
 	}
 	refs := make([]Ref, 0, len(required))
-	for _, name := range slices.Sorted(maps.Keys(required)) {
-		refs = append(refs, Ref{Name: name, Optional: !required[name]})
+	for r, req := range required {
+		r.Optional = !req
+		refs = append(refs, r)
 	}
+	slices.SortFunc(refs, func(a, b Ref) int { return strings.Compare(a.Key(), b.Key()) })
 	return refs
 }
 
-// Digests returns a digest of each referenced ConfigMap, in the order of refs: its name, data and
-// binaryData, every field tagged and length-prefixed so different contents never encode alike. A
-// missing ConfigMap (get returns nil) is an explicit "absent" entry (Reconcile writes one only for
-// optional references). A label change is no change.
-func Digests(refs []Ref, get func(name string) *corev1.ConfigMap) []string {
+// Digests returns a digest of each referenced source, in the order of refs, from its projection
+// (Project: per-key digests, never values): its kind and name, then each key and value digest,
+// every field tagged and length-prefixed so different contents never encode alike. A missing
+// source (get returns nil) is an explicit "absent" entry. Labels and annotations do not count.
+func Digests(refs []Ref, get func(Ref) client.Object) []string {
 	out := make([]string, len(refs))
 	for i, r := range refs {
-		d := digest.New().Field('n', []byte(r.Name))
-		if cm := get(r.Name); cm == nil {
+		d := digest.New().Field('n', []byte(r.Key()))
+		switch o := get(r).(type) {
+		case nil:
 			d.Field('a', nil)
-		} else {
-			d.Strings(cm.Data).Bytes(cm.BinaryData)
+		case *corev1.ConfigMap:
+			d.Strings(o.Data).Bytes(o.BinaryData)
+		case *corev1.Secret:
+			d.Bytes(o.Data)
 		}
 		out[i] = d.String()
 	}
 	return out
 }
 
-// Digest is the Pod template's digest of the referenced ConfigMaps: Combined(Digests(refs, get)).
-func Digest(refs []Ref, get func(name string) *corev1.ConfigMap) string {
-	return Combined(Digests(refs, get))
-}
-
-// Combined is the Pod template's digest: a digest of the per-ConfigMap digests, in name order.
+// Combined is the Pod template's digest: a digest of the per-source digests, in Key order.
 func Combined(digests []string) string {
 	d := digest.New()
 	for _, s := range digests {
@@ -129,148 +163,260 @@ func Combined(digests []string) string {
 	return d.String()
 }
 
-// shortDigests is the value of ConfigMapsAnnotation.
-func shortDigests(refs []Ref, digests []string) string {
+// seen is the value of SeenAnnotation ("" without references).
+func seen(refs []Ref, digests []string) string {
 	parts := make([]string, len(refs))
 	for i, r := range refs {
-		parts[i] = r.Name + "=" + digests[i][:12]
+		parts[i] = r.Key() + "=" + digests[i][:16]
 	}
 	return strings.Join(parts, ",")
 }
 
-// changed names the ConfigMaps whose short digest differs between two ConfigMapsAnnotation
-// values (added, changed or no longer referenced), sorted.
-func changed(before, after string) []string {
-	parse := func(v string) map[string]string {
-		m := map[string]string{}
-		for _, part := range strings.Split(v, ",") {
-			if name, d, ok := strings.Cut(part, "="); ok {
-				m[name] = d
+func parseSeen(v string) map[string]string {
+	m := map[string]string{}
+	for _, part := range strings.Split(v, ",") {
+		if key, d, ok := strings.Cut(part, "="); ok {
+			m[key] = d
+		}
+	}
+	return m
+}
+
+// DefaultCoalesceWindow is the default of --coalesce-window.
+const DefaultCoalesceWindow = time.Second
+
+// Options are the pattern's flags of `run`.
+type Options struct {
+	// CoalesceWindow: a workload rolled less than this long ago is rolled again only when the
+	// window has passed, with the data current then — a burst of changes makes a few rollouts,
+	// not one per change. A change after a quiet window rolls at once.
+	CoalesceWindow time.Duration
+	// CacheWholeObjects turns the projections off (for measuring what they save).
+	CacheWholeObjects bool
+}
+
+// BindFlags binds the options to run's flags.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", DefaultCoalesceWindow, "least time between two rollouts of one workload; changes in between are rolled together when it has passed")
+	fs.BoolVar(&o.CacheWholeObjects, "cache-whole-objects", false, "cache ConfigMaps, Secrets and workloads whole instead of projected (values in memory; for measurement only)")
+}
+
+// Workload is one kind of Pod-template workload: the one code path over the Pod template is
+// parameterized by these three functions.
+type Workload struct {
+	Kind     string
+	New      func() client.Object
+	NewList  func() client.ObjectList
+	Template func(client.Object) *corev1.PodTemplateSpec
+	// Apply is the server-side apply configuration of the reloader's two annotations: on the
+	// workload's metadata, and on its Pod template (nil: the template is not applied).
+	Apply func(name, namespace string, meta, template map[string]string) runtime.ApplyConfiguration
+}
+
+// Workloads are the kinds the reloader rolls.
+var Workloads = []Workload{
+	{Kind: "Deployment", New: func() client.Object { return &appsv1.Deployment{} }, NewList: func() client.ObjectList { return &appsv1.DeploymentList{} },
+		Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.Deployment).Spec.Template },
+		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+			ac := appsv1ac.Deployment(name, ns).WithAnnotations(meta)
+			if template != nil {
+				ac.WithSpec(appsv1ac.DeploymentSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))
 			}
-		}
-		return m
-	}
-	b, a := parse(before), parse(after)
-	var names []string
-	for name := range maps.Keys(b) {
-		if a[name] != b[name] {
-			names = append(names, name)
-		}
-	}
-	for name := range maps.Keys(a) {
-		if _, ok := b[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
+			return ac
+		}},
+	{Kind: "StatefulSet", New: func() client.Object { return &appsv1.StatefulSet{} }, NewList: func() client.ObjectList { return &appsv1.StatefulSetList{} },
+		Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.StatefulSet).Spec.Template },
+		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+			ac := appsv1ac.StatefulSet(name, ns).WithAnnotations(meta)
+			if template != nil {
+				ac.WithSpec(appsv1ac.StatefulSetSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))
+			}
+			return ac
+		}},
+	{Kind: "DaemonSet", New: func() client.Object { return &appsv1.DaemonSet{} }, NewList: func() client.ObjectList { return &appsv1.DaemonSetList{} },
+		Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.DaemonSet).Spec.Template },
+		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+			ac := appsv1ac.DaemonSet(name, ns).WithAnnotations(meta)
+			if template != nil {
+				ac.WithSpec(appsv1ac.DaemonSetSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))
+			}
+			return ac
+		}},
 }
 
-// CacheOptions caches only opted-in Deployments; ConfigMaps are cached (without managedFields,
-// as every object here) because any of them may be referenced.
-func CacheOptions(o *cache.Options) {
-	app.CacheByObject(o, &appsv1.Deployment{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{OptIn: "true"})})
-	// Every ConfigMap, unscoped: any of them may be referenced. Declared so that a composition
-	// (app.Compose) never narrows it to another pattern's selection.
-	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{})
-}
-
-// IndexDeploymentByConfigMap is the field index function of DeploymentByConfigMapIndex.
-func IndexDeploymentByConfigMap(obj client.Object) []string {
-	refs := Refs(&obj.(*appsv1.Deployment).Spec.Template.Spec)
-	names := make([]string, len(refs))
-	for i, r := range refs {
-		names[i] = r.Name
+// CacheOptions is the reloader's own cache (app.OwnCache): opted-in workloads only, every
+// ConfigMap and Secret (any may be referenced), all projected (Project) unless whole is set.
+func CacheOptions(whole bool) func(*cache.Options) {
+	return func(o *cache.Options) {
+		optIn := labels.SelectorFromSet(labels.Set{OptIn: "true"})
+		var project toolscache.TransformFunc // nil: the default, managedFields stripped
+		if !whole {
+			project = Project
+		}
+		for _, w := range Workloads {
+			app.CacheByObject(o, w.New(), cache.ByObject{Label: optIn, Transform: project})
+		}
+		app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Transform: project})
+		app.CacheByObject(o, &corev1.Secret{}, cache.ByObject{Transform: project})
 	}
-	return names
 }
 
-// Reconciler keeps one Deployment's digest annotation current.
+// IndexWorkloadBySource is the field index function of WorkloadBySourceIndex for workload w.
+func IndexWorkloadBySource(w Workload) client.IndexerFunc {
+	return func(obj client.Object) []string {
+		refs := Refs(&w.Template(obj).Spec)
+		keys := make([]string, len(refs))
+		for i, r := range refs {
+			keys[i] = r.Key()
+		}
+		return keys
+	}
+}
+
+// MapSourceToWorkloads maps a ConfigMap or Secret to the cached workloads of w's kind that
+// reference it, through the index.
+func MapSourceToWorkloads(c client.Reader, w Workload, kind Kind) handler.MapFunc {
+	return index.MapByKey(c, w.NewList, WorkloadBySourceIndex, func(o client.Object) string { return Ref{Kind: kind, Name: o.GetName()}.Key() })
+}
+
+// Setup builds the reloader's own cache and one controller per workload kind, and returns the
+// cache (tests list it).
+func Setup(mgr ctrl.Manager, o Options) (cache.Cache, error) {
+	c, err := app.OwnCache(mgr, Name, CacheOptions(o.CacheWholeObjects))
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range Workloads {
+		if err := c.IndexField(context.Background(), w.New(), WorkloadBySourceIndex, IndexWorkloadBySource(w)); err != nil {
+			return nil, err
+		}
+		r := &Reconciler{Workload: w, Cache: c, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
+			CoalesceWindow: o.CoalesceWindow, Project: !o.CacheWholeObjects}
+		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
+			WatchesRawSource(source.Kind(c, w.New(), &handler.EnqueueRequestForObject{})).
+			WatchesRawSource(source.Kind(c, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)))).
+			WatchesRawSource(source.Kind(c, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, Secret)))).
+			Complete(r)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Reconciler keeps one kind of workload's annotations current.
 type Reconciler struct {
-	Client   client.Client
-	Recorder events.EventRecorder
+	Workload       Workload
+	Cache          client.Reader // the reloader's own cache
+	Client         client.Client // writes
+	Recorder       events.EventRecorder
+	CoalesceWindow time.Duration
+	Project        bool // the cache holds projections; false: project what is read
+	rolled         sync.Map
 }
 
-// Setup registers the index and the controller: a Deployment event reconciles that Deployment; a
-// ConfigMap event reconciles exactly the Deployments whose index entry names it. The queue is
-// keyed by Deployment, so changes to several of its ConfigMaps in a burst coalesce.
-func Setup(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &appsv1.Deployment{}, DeploymentByConfigMapIndex, IndexDeploymentByConfigMap); err != nil {
-		return err
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
-		For(&appsv1.Deployment{}).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(MapConfigMapToDeployments(mgr.GetClient()))).
-		Complete(&Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)})
-}
-
-// MapConfigMapToDeployments maps a ConfigMap to the cached Deployments that reference it, through
-// the index.
-func MapConfigMapToDeployments(c client.Reader) handler.MapFunc {
-	return index.MapByName(c, func() client.ObjectList { return &appsv1.DeploymentList{} }, DeploymentByConfigMapIndex)
-}
-
-// Reconcile applies the digest of the Deployment's ConfigMaps to its Pod template, and removes it
-// when no reference remains. An unchanged digest writes nothing.
+// Reconcile compares the digests of the workload's sources with those it last saw (SeenAnnotation)
+// and writes only on a difference: the template too when the same sources' data changed (a
+// rollout), the metadata alone when there was no baseline yet or the references changed (the
+// template's own edit rolls those Pods, with current data). Equal digests write nothing.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	d := &appsv1.Deployment{}
-	if err := r.Client.Get(ctx, req.NamespacedName, d); err != nil {
+	w := r.Workload
+	obj := w.New()
+	if err := r.Cache.Get(ctx, req.NamespacedName, obj); err != nil {
+		r.rolled.Delete(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if d.DeletionTimestamp != nil {
+	if obj.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	refs := Refs(&d.Spec.Template.Spec)
+	tpl := w.Template(obj)
+	refs := Refs(&tpl.Spec)
 	var getErr error
 	var missing []string
-	digests := Digests(refs, func(name string) *corev1.ConfigMap {
-		cm := &corev1.ConfigMap{}
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, cm)
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				getErr = err
-			} else if slices.Contains(refs, Ref{Name: name, Optional: false}) {
-				missing = append(missing, name) // a required reference
-			}
-			return nil // absent: an optional reference digests as "absent"
+	digests := Digests(refs, func(ref Ref) client.Object {
+		var src client.Object = &corev1.ConfigMap{}
+		if ref.Kind == Secret {
+			src = &corev1.Secret{}
 		}
-		return cm
+		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: ref.Name}, src)
+		switch {
+		case apierrors.IsNotFound(err):
+			if !ref.Optional {
+				missing = append(missing, ref.Key())
+			}
+			return nil // an optional reference digests as "absent"
+		case err != nil:
+			getErr = err
+			return nil
+		case !r.Project:
+			p, _ := Project(src) // whole objects cached: the same digests from a projection
+			return p.(client.Object)
+		}
+		return src
 	})
 	if getErr != nil {
 		return reconcile.Result{}, getErr
 	}
 	if len(missing) > 0 {
-		// A required ConfigMap is missing (deleted, or not created yet): new Pods could not start,
-		// so nothing is rolled. Its creation reconciles again; re-created with the same data it
-		// yields the same digest, and no rollout at all.
-		logf.FromContext(ctx).Info("waiting for required ConfigMaps", "missing", missing)
+		// A required source is missing (deleted, or not created yet): new Pods could not start,
+		// so nothing is written. Its creation reconciles again.
+		logf.FromContext(ctx).Info("waiting for required sources", "missing", missing)
 		return reconcile.Result{}, nil
 	}
-	want := Combined(digests)
-	current, annotated := d.Spec.Template.Annotations[digest.Annotation]
-	ac := appsv1ac.Deployment(d.Name, d.Namespace)
-	switch {
-	case len(refs) == 0 && !annotated, len(refs) > 0 && current == want:
+	now, before := seen(refs, digests), obj.GetAnnotations()[SeenAnnotation]
+	if now == before {
 		return reconcile.Result{}, nil
-	case len(refs) > 0:
-		ac.WithAnnotations(map[string]string{ConfigMapsAnnotation: shortDigests(refs, digests)}).
-			WithSpec(appsv1ac.DeploymentSpec().WithTemplate(corev1ac.PodTemplateSpec().
-				WithAnnotations(map[string]string{digest.Annotation: want})))
 	}
-	// Server-side apply owns just these two annotations; applying without them (no references
-	// left) removes them.
-	if err := r.Client.Apply(ctx, ac, client.FieldOwner(app.FieldManager(Name)), client.ForceOwnership); err != nil {
+	meta := map[string]string{}
+	if now != "" {
+		meta[SeenAnnotation] = now
+	}
+	var template map[string]string // keep the template digest the reloader owns, if any
+	if d, ok := tpl.Annotations[digest.Annotation]; ok {
+		template = map[string]string{digest.Annotation: d}
+	}
+	changed := changedSources(before, now)
+	roll := before != "" && now != "" && len(changed) > 0
+	if roll {
+		if wait := r.wait(req.NamespacedName); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil // coalesced with what comes next
+		}
+		template = map[string]string{digest.Annotation: Combined(digests)}
+	}
+	// Server-side apply owns just these two annotations; a template annotation applied unchanged
+	// changes nothing, so only a rollout changes the template (and its generation).
+	if err := r.Client.Apply(ctx, w.Apply(obj.GetName(), obj.GetNamespace(), meta, template), client.FieldOwner(app.FieldManager(Name)), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, err
 	}
-	note := "the Pod template's digest was out of date" // edited by hand, say
-	names := changed(d.Annotations[ConfigMapsAnnotation], ac.Annotations[ConfigMapsAnnotation])
-	switch {
-	case !annotated:
-		note = fmt.Sprintf("first digest of ConfigMap(s): %s", strings.Join(names, ", "))
-	case len(names) > 0:
-		note = fmt.Sprintf("rolling out for changed ConfigMap(s): %s", strings.Join(names, ", "))
+	if roll {
+		r.rolled.Store(req.NamespacedName, time.Now())
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "rolling out for changed data of %s", strings.Join(changed, ", "))
 	}
-	r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "%s", note)
 	return reconcile.Result{}, nil
+}
+
+// changedSources names the sources referenced in both SeenAnnotation values whose digest
+// differs; nil if the set of references changed (then the template was edited anyway).
+func changedSources(before, after string) []string {
+	b, a := parseSeen(before), parseSeen(after)
+	if !slices.Equal(slices.Sorted(maps.Keys(b)), slices.Sorted(maps.Keys(a))) {
+		return nil
+	}
+	var keys []string
+	for k, d := range a {
+		if b[k] != d {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// wait is how long until the workload may roll again (0: now).
+func (r *Reconciler) wait(key client.ObjectKey) time.Duration {
+	last, ok := r.rolled.Load(key)
+	if !ok {
+		return 0
+	}
+	return max(0, r.CoalesceWindow-time.Since(last.(time.Time)))
 }

@@ -1,112 +1,210 @@
 package controller
 
 import (
+	"bytes"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kpatterns/kpatterns/shared/digest"
 )
 
-func TestRefs(t *testing.T) {
+// spec references ConfigMaps and Secrets in every form.
+func spec() *corev1.PodSpec {
 	opt := ptr.To(true)
-	spec := &corev1.PodSpec{
+	return &corev1.PodSpec{
 		Volumes: []corev1.Volume{
-			{VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "vol"}, Optional: opt}}},
-			{VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj"}}}, {}}}}},
-			{VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "not-a-configmap"}}},
+			{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "vol"}, Optional: opt}}},
+			{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "proj"}}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "sproj"}}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{}}}}}},
+			{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "svol", Optional: opt}}},
+			{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		},
-		InitContainers: []corev1.Container{{EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: "init"}, Optional: opt}}}}},
+		InitContainers: []corev1.Container{{Name: "init", Image: "busybox", EnvFrom: []corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "init"}, Optional: opt}},
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sinit"}}}}}},
 		Containers: []corev1.Container{{
+			Name: "app", Image: "nginx", Args: []string{"--big"},
 			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "vol"}}}},
-			Env: []corev1.EnvVar{{ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "key"}, Key: "k", Optional: opt}}}, {Value: "plain"}},
+			Env: []corev1.EnvVar{
+				{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "key"}, Key: "k", Optional: opt}}},
+				{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "skey"}, Key: "k"}}},
+				{Name: "plain", Value: "x"}},
 		}},
 	}
-	want := []Ref{{Name: "init", Optional: true}, {Name: "key", Optional: true}, {Name: "proj"}, {Name: "vol"}} // vol: one required reference
-	if d := cmp.Diff(want, Refs(spec)); d != "" {
+}
+
+func TestRefs(t *testing.T) {
+	want := []Ref{
+		{Kind: ConfigMap, Name: "init", Optional: true}, {Kind: ConfigMap, Name: "key", Optional: true}, {Kind: ConfigMap, Name: "proj"},
+		{Kind: ConfigMap, Name: "vol"}, // one required reference makes it required
+		{Kind: Secret, Name: "sinit"}, {Kind: Secret, Name: "skey"}, {Kind: Secret, Name: "sproj"}, {Kind: Secret, Name: "svol", Optional: true},
+	}
+	if d := cmp.Diff(want, Refs(spec())); d != "" {
 		t.Errorf("Refs (-want +got):\n%s", d)
 	}
 }
 
-func digestOf(cms map[string]*corev1.ConfigMap) string {
-	var refs []Ref
-	for _, n := range []string{"a", "b"} {
-		if _, ok := cms[n]; ok {
-			refs = append(refs, Ref{Name: n})
+// A workload's projection keeps exactly what Refs reads and the reloader's annotations.
+func TestProjectWorkloads(t *testing.T) {
+	meta := metav1.ObjectMeta{Name: "w", Namespace: "ns", UID: "u", ResourceVersion: "7", Labels: map[string]string{OptIn: "true"},
+		Annotations: map[string]string{SeenAnnotation: "configmap/vol=1", "other": strings.Repeat("x", 1000)}}
+	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{digest.Annotation: "d", "other": "y"}}, Spec: *spec()}
+	for _, obj := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tpl}},
+		&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{ServiceName: "svc", Template: tpl}},
+		&appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: tpl}},
+	} {
+		p, err := Project(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w Workload
+		for _, k := range Workloads {
+			if fmt.Sprintf("%T", k.New()) == fmt.Sprintf("%T", obj) {
+				w = k
+			}
+		}
+		got := w.Template(p.(client.Object))
+		if d := cmp.Diff(Refs(spec()), Refs(&got.Spec)); d != "" {
+			t.Errorf("%T: references lost (-want +got):\n%s", obj, d)
+		}
+		if d := cmp.Diff(map[string]string{digest.Annotation: "d"}, got.Annotations); d != "" {
+			t.Errorf("%T: template annotations (-want +got):\n%s", obj, d)
+		}
+		pm := p.(client.Object)
+		if d := cmp.Diff(map[string]string{SeenAnnotation: "configmap/vol=1"}, pm.GetAnnotations()); d != "" || pm.GetLabels() != nil || pm.GetUID() != "u" || pm.GetSelfLink() != Projection {
+			t.Errorf("%T: metadata %+v", obj, pm)
+		}
+		if c := got.Spec.Containers[0]; c.Image != "" || c.Args != nil || len(c.Env) != 2 {
+			t.Errorf("%T: container kept more than its references: %+v", obj, c)
+		}
+		if len(got.Spec.Volumes) != 3 || len(got.Spec.Volumes[1].Projected.Sources) != 2 {
+			t.Errorf("%T: volumes %+v", obj, got.Spec.Volumes)
 		}
 	}
-	return Digest(refs, func(name string) *corev1.ConfigMap { return cms[name] })
+	if _, err := Project(&corev1.Pod{}); err == nil {
+		t.Error("a kind without a projection was accepted")
+	}
+}
+
+// Projected sources hold no value, and digest as the whole objects they came from would.
+func TestProjectSourcesHoldNoValue(t *testing.T) {
+	value := "s3cr3t-value"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"l": value}},
+		Data: map[string]string{"k": value}, BinaryData: map[string][]byte{"b": []byte(value)}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Annotations: map[string]string{"a": value}},
+		Data: map[string][]byte{"k": []byte(value)}, StringData: map[string]string{"x": value}, Type: corev1.SecretTypeOpaque}
+	for _, obj := range []client.Object{cm, sec} {
+		p, err := Project(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := fmt.Sprintf("%+v", p); strings.Contains(s, value) || bytes.Contains([]byte(s), []byte(value)) {
+			t.Errorf("%T projection holds the value: %s", obj, s)
+		}
+	}
+	pcm, _ := Project(cm)
+	if again, _ := Project(pcm); !reflect.DeepEqual(again, pcm) {
+		t.Error("projecting a projection changed it: client-go may transform an object twice")
+	}
+	changed := cm.DeepCopy()
+	changed.Data["k"] = "other"
+	pchanged, _ := Project(changed)
+	one := func(o any) string {
+		return Digests([]Ref{{Kind: ConfigMap, Name: "c"}}, func(Ref) client.Object { return o.(client.Object) })[0]
+	}
+	if one(pcm) == one(pchanged) {
+		t.Error("a changed value digests alike")
+	}
 }
 
 func TestDigestIsUnambiguous(t *testing.T) {
-	cm := func(data map[string]string, bin map[string][]byte) *corev1.ConfigMap {
-		return &corev1.ConfigMap{Data: data, BinaryData: bin}
+	cm := func(data map[string]string, bin map[string][]byte) client.Object {
+		p, _ := Project(&corev1.ConfigMap{Data: data, BinaryData: bin})
+		return p.(client.Object)
 	}
-	cases := []map[string]*corev1.ConfigMap{
-		{"a": nil},          // absent
-		{"a": cm(nil, nil)}, // present, empty
-		{"a": cm(map[string]string{"k": "bc"}, nil)},
-		{"a": cm(map[string]string{"kb": "c"}, nil)},
-		{"a": cm(nil, map[string][]byte{"k": []byte("bc")})}, // same bytes as binary data
-		{"a": cm(map[string]string{"k": ""}, nil)},
-		{"a": cm(nil, nil), "b": cm(nil, nil)},
-		{"a": cm(map[string]string{"k": "v"}, nil), "b": nil},
-		{"a": cm(nil, nil), "b": cm(map[string]string{"k": "v"}, nil)},
+	secret := func(data map[string][]byte) client.Object {
+		p, _ := Project(&corev1.Secret{Data: data})
+		return p.(client.Object)
+	}
+	type src struct {
+		ref Ref
+		obj client.Object
+	}
+	a, b, s := Ref{Kind: ConfigMap, Name: "a"}, Ref{Kind: ConfigMap, Name: "b"}, Ref{Kind: Secret, Name: "a"}
+	cases := [][]src{
+		{{a, nil}},          // absent
+		{{a, cm(nil, nil)}}, // present, empty
+		{{a, cm(map[string]string{"k": "bc"}, nil)}},
+		{{a, cm(map[string]string{"kb": "c"}, nil)}},
+		{{a, cm(nil, map[string][]byte{"k": []byte("bc")})}}, // same bytes as binary data
+		{{a, cm(map[string]string{"k": ""}, nil)}},
+		{{a, cm(nil, nil)}, {b, cm(nil, nil)}},
+		{{a, cm(map[string]string{"k": "v"}, nil)}, {b, nil}},
+		{{a, cm(nil, nil)}, {b, cm(map[string]string{"k": "v"}, nil)}},
+		{{s, secret(map[string][]byte{"k": []byte("bc")})}}, // a Secret of the same name and bytes
+		{{s, nil}},
 	}
 	seen := map[string]int{}
 	for i, c := range cases {
-		d := digestOf(c)
+		var refs []Ref
+		objs := map[Ref]client.Object{}
+		for _, x := range c {
+			refs = append(refs, x.ref)
+			objs[x.ref] = x.obj
+		}
+		d := Combined(Digests(refs, func(r Ref) client.Object { return objs[r] }))
 		if j, ok := seen[d]; ok {
 			t.Errorf("cases %d and %d share a digest", j, i)
 		}
 		seen[d] = i
 	}
-	labelled := cm(map[string]string{"k": "bc"}, nil)
-	labelled.ObjectMeta = metav1.ObjectMeta{Labels: map[string]string{"x": "y"}, ResourceVersion: "9"}
-	if digestOf(map[string]*corev1.ConfigMap{"a": labelled}) != digestOf(cases[2]) {
-		t.Error("labels or resourceVersion change the digest")
-	}
 }
 
-func TestChangedNamesTheConfigMapsThatDiffer(t *testing.T) {
+func TestChangedSources(t *testing.T) {
 	for _, tc := range []struct {
 		before, after string
 		want          []string
 	}{
-		{"", "a=1,b=2", []string{"a", "b"}},
-		{"a=1,b=2", "a=1,b=3", []string{"b"}},
-		{"a=1,b=2", "a=1", []string{"b"}},
-		{"a=1", "a=1,c=4", []string{"c"}},
-		{"a=1,b=2", "", []string{"a", "b"}},
-		{"a=1", "a=1", nil},
+		{"configmap/a=1,secret/b=2", "configmap/a=1,secret/b=3", []string{"secret/b"}},
+		{"configmap/a=1,secret/b=2", "configmap/a=9,secret/b=3", []string{"configmap/a", "secret/b"}},
+		{"configmap/a=1,secret/b=2", "configmap/a=1", nil}, // the references changed: no rollout of the reloader's
+		{"configmap/a=1", "configmap/a=1,configmap/c=4", nil},
+		{"", "configmap/a=1", nil},
+		{"configmap/a=1", "configmap/a=1", nil},
 	} {
-		if d := cmp.Diff(tc.want, changed(tc.before, tc.after)); d != "" {
-			t.Errorf("changed(%q, %q) (-want +got):\n%s", tc.before, tc.after, d)
+		if d := cmp.Diff(tc.want, changedSources(tc.before, tc.after)); d != "" {
+			t.Errorf("changedSources(%q, %q) (-want +got):\n%s", tc.before, tc.after, d)
 		}
 	}
 }
 
-// BenchmarkDigest is the digest's cost per referenced ConfigMap of 10 keys.
+// BenchmarkDigest is the digest's cost per referenced ConfigMap of 10 keys, from its projection.
 func BenchmarkDigest(b *testing.B) {
 	data := map[string]string{}
 	for i := range 10 {
-		data[fmt.Sprintf("key-%d", i)] = fmt.Sprintf("value-%d-%0100d", i, i)
+		data[fmt.Sprintf("key-%d", i)] = fmt.Sprintf("value-%d-%01000d", i, i)
 	}
+	p, _ := Project(&corev1.ConfigMap{Data: data})
 	for _, n := range []int{1, 10} {
 		refs := make([]Ref, n)
-		cms := map[string]*corev1.ConfigMap{}
 		for i := range refs {
-			refs[i] = Ref{Name: fmt.Sprintf("cm-%02d", i)}
-			cms[refs[i].Name] = &corev1.ConfigMap{Data: data}
+			refs[i] = Ref{Kind: ConfigMap, Name: fmt.Sprintf("cm-%02d", i)}
 		}
 		b.Run(fmt.Sprintf("refs=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				Digest(refs, func(name string) *corev1.ConfigMap { return cms[name] })
+				Combined(Digests(refs, func(Ref) client.Object { return p.(client.Object) }))
 			}
 		})
 	}

@@ -160,6 +160,9 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 	if err != nil {
 		return nil, err
 	}
+	if cacheOpts.DefaultNamespaces != nil {
+		namespaces.Store(mgr, cacheOpts.DefaultNamespaces)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}

@@ -16,10 +16,17 @@ import (
 // MapByName returns a map function that maps an object to the objects of newList's kind, in its
 // namespace, whose field index entry under field is the object's name.
 func MapByName(c client.Reader, newList func() client.ObjectList, field string) handler.MapFunc {
+	return MapByKey(c, newList, field, client.Object.GetName)
+}
+
+// MapByKey is MapByName with the index entry computed from the object by key ("secret/<name>",
+// say, when one index holds references to several kinds).
+func MapByKey(c client.Reader, newList func() client.ObjectList, field string, key func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := newList()
-		if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{field: obj.GetName()}); err != nil {
-			logf.FromContext(ctx).Error(err, "listing through a field index", "index", field, "name", obj.GetName())
+		k := key(obj)
+		if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{field: k}); err != nil {
+			logf.FromContext(ctx).Error(err, "listing through a field index", "index", field, "key", k)
 			return nil
 		}
 		var reqs []reconcile.Request

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -262,7 +263,11 @@ func (d *demo) reloader() error {
 	if err := d.recreate(dep, dep.DeepCopy()); err != nil {
 		return err
 	}
-	if err := d.replicaSets("demo-web", digest.Annotation, 1); err != nil {
+	if err := d.waitFor(dep.Name, dep, func() bool { return dep.Annotations[reloader.SeenAnnotation] != "" }); err != nil {
+		return err
+	}
+	fmt.Printf("    %s: %s   (what it saw, on the Deployment's own metadata; the Pod template is untouched)\n", reloader.SeenAnnotation, dep.Annotations[reloader.SeenAnnotation])
+	if err := d.replicaSets("demo-web", "", 1); err != nil {
 		return err
 	}
 	step("Change the ConfigMap: the digest changes and the Deployment rolls out a new ReplicaSet")
@@ -276,7 +281,7 @@ func (d *demo) reloader() error {
 	if err != nil {
 		return err
 	}
-	if err := d.replicaSets("demo-web", digest.Annotation, 2); err != nil {
+	if err := d.replicaSets("demo-web", "", 2); err != nil {
 		return err
 	}
 	step("The reloader says on the Deployment what it rolled out for:")
@@ -679,8 +684,10 @@ func (d *demo) replicaSets(name, annotation string, n int) error {
 		if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: name}, dep); err != nil {
 			return err
 		}
-		stamped = slices.DeleteFunc(list.Items, func(rs appsv1.ReplicaSet) bool { return rs.Spec.Template.Annotations[annotation] == "" })
-		if len(stamped) == n && dep.Spec.Template.Annotations[annotation] != "" && rollout.Pending(dep, *dep.Spec.Replicas) == "" {
+		stamped = slices.DeleteFunc(list.Items, func(rs appsv1.ReplicaSet) bool {
+			return rs.Spec.Template.Annotations[annotation] == "" && annotation != ""
+		})
+		if len(stamped) == n && (annotation == "" || dep.Spec.Template.Annotations[annotation] != "") && rollout.Pending(dep, *dep.Spec.Replicas) == "" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -689,7 +696,7 @@ func (d *demo) replicaSets(name, annotation string, n int) error {
 	}
 	fmt.Println("    REPLICASET                  DIGEST         READY")
 	for _, rs := range stamped {
-		fmt.Printf("    %-27s %-14.12s %d\n", rs.Name, rs.Spec.Template.Annotations[annotation], rs.Status.ReadyReplicas)
+		fmt.Printf("    %-27s %-14.12s %d\n", rs.Name, cmp.Or(rs.Spec.Template.Annotations[digest.Annotation], "-"), rs.Status.ReadyReplicas)
 	}
 	return nil
 }
