@@ -97,8 +97,11 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 	// cluster runs them, so Pods get their ServiceAccount as on any cluster.
 	// Advertise loopback, not the host's first interface, so nothing ever points elsewhere; the
 	// endpoint reconciler refuses a loopback address, and no Pod here needs the kubernetes Service.
+	// envtest's Service range is a /24: 254 Services, fewer than the bench's 500 widgets needed
+	// (the rest failed to allocate an IP, and were retried in storms).
 	cp.APIServer.Configure().Disable("disable-admission-plugins").
-		Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none")
+		Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none").
+		Set("service-cluster-ip-range", "10.0.0.0/16")
 	c.env = env
 	if c.Config, err = env.Start(); err != nil {
 		return nil, fmt.Errorf("etcd/kube-apiserver: %w%s", err, tail(filepath.Join(dir, "logs", "kube-apiserver.log")))
@@ -148,6 +151,9 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 		"--config="+stages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		// kwok renews the node's Lease (every 10 s), as a kubelet does: without it the node
+		// controller found the node not Ready ~50 s after start and marked every Pod not Ready.
+		"--node-lease-duration-seconds=40",
 		"--server-address=127.0.0.1:"+ports[2],
 	); err != nil {
 		return nil, err
