@@ -57,8 +57,8 @@ func TestMirrorsReloadsAndSummarizesInOneProcess(t *testing.T) {
 		return nil
 	})
 
-	// reloader: an opted-in Deployment using that ConfigMap rolls when it changes. The
-	// ConfigMap is cached unscoped although mirror alone would select it by label.
+	// reloader: an opted-in Deployment using that ConfigMap rolls when it changes. reloader sees
+	// the ConfigMap in its own cache, although mirror's shared informer selects only labelled ones.
 	sel := map[string]string{"app": "web"}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{reloader.OptIn: "true"}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: sel},

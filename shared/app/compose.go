@@ -98,8 +98,9 @@ func Compose(name string, members ...Pattern) (Pattern, error) {
 // they are the same; different selectors (one informer cannot hold the union of two selectors) or
 // a transform (which would strip what another member reads) are an error naming the members —
 // never one member's scope silently replacing another's. A member must therefore declare every
-// kind whose scope matters to it, even unscoped (reloader declares ConfigMaps): a kind it reads
-// but does not declare gets the others' scope.
+// kind whose scope matters to it, even unscoped: a kind it reads but does not declare gets the
+// others' scope. A member whose reads cannot share an informer (a projection) keeps them in a
+// cache of its own (OwnCache), which is never merged.
 func MergeCache(members ...Pattern) (cache.Options, error) {
 	type declared struct {
 		by     cache.ByObject
