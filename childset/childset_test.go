@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -58,13 +59,18 @@ func waitKeys(t *testing.T, b *v1alpha1.Bundle, want ...string) {
 	})
 }
 
+// setEntries replaces the Bundle's entries, reading it again when the controller's status write
+// got in between (a conflict).
 func setEntries(t *testing.T, b *v1alpha1.Bundle, entries map[string]string) {
 	t.Helper()
-	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(b), b); err != nil {
-		t.Fatal(err)
-	}
-	b.Spec.Entries = entries
-	if err := env.Client.Update(context.Background(), b); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		b.Spec.Entries = entries
+		return env.Client.Update(context.Background(), b)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

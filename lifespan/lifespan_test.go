@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -219,13 +220,16 @@ func TestLeaseLossReachesLeaderExit(t *testing.T) {
 	r := start(t)
 	a := leading(t, 1)
 	l := &coordinationv1.Lease{}
-	if err := env.Client.Get(context.Background(), lease, l); err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("thief")
-	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	l.Spec.RenewTime = ptr.To(metav1.NowMicro())
-	if err := env.Client.Update(context.Background(), l); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // the leader renews it meanwhile
+		if err := env.Client.Get(context.Background(), lease, l); err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("thief")
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		l.Spec.RenewTime = ptr.To(metav1.NowMicro())
+		return env.Client.Update(context.Background(), l)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	select {
