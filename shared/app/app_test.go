@@ -57,6 +57,8 @@ func TestObjectsClusterWide(t *testing.T) {
 		"ServiceAccount ops/demo",
 		"ClusterRole /kpatterns-demo", "ClusterRoleBinding /kpatterns-demo",
 		"Role ops/kpatterns-demo-leader-election", "RoleBinding ops/kpatterns-demo-leader-election",
+		"ClusterRole /kpatterns-demo-metrics-auth", "ClusterRoleBinding /kpatterns-demo-metrics-auth",
+		"ClusterRole /kpatterns-demo-metrics-reader",
 	}
 	if d := cmp.Diff(want, kinds(objs)); d != "" {
 		t.Fatalf("objects (-want +got):\n%s", d)
@@ -81,6 +83,9 @@ func TestObjectsWatchNamespacesUseRoles(t *testing.T) {
 		"Role a/kpatterns-demo", "RoleBinding a/kpatterns-demo",
 		"Role b/kpatterns-demo", "RoleBinding b/kpatterns-demo",
 		"Role ops/kpatterns-demo-leader-election", "RoleBinding ops/kpatterns-demo-leader-election",
+		// Token and access reviews are cluster-scoped: the metrics RBAC stays a ClusterRole.
+		"ClusterRole /kpatterns-demo-metrics-auth", "ClusterRoleBinding /kpatterns-demo-metrics-auth",
+		"ClusterRole /kpatterns-demo-metrics-reader",
 	}
 	if d := cmp.Diff(want, kinds(objs)); d != "" {
 		t.Fatalf("objects (-want +got):\n%s", d)

@@ -77,8 +77,9 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	if !p.AdmissionOnly { // an admission-only pattern: every replica serves, no Lease, no Role for one
 		objs = append(objs, leaderElectionRBAC(o.Namespace, name, subjects, meta)...)
 	}
+	objs = append(objs, metricsRBAC(name, subjects, meta)...)
 	if o.Image != "" { // last: it starts once everything it needs is in place
-		objs = append(objs, deployment(p.Name, o, labels, len(hooks) > 0))
+		objs = append(objs, metricsService(name, p.Name, o.Namespace, labels), deployment(p.Name, o, labels, len(hooks) > 0))
 	}
 	return typed(objs)
 }
@@ -94,6 +95,39 @@ func leaderElectionRBAC(namespace, name string, subjects []rbacv1.Subject, meta 
 		}},
 		&rbacv1.RoleBinding{ObjectMeta: meta(namespace, le), Subjects: subjects,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le}},
+	}
+}
+
+// MetricsReaderRole is the name of the ClusterRole that lets a scraper read a pattern's /metrics:
+// bind it to the scraper's ServiceAccount (Prometheus, say).
+func MetricsReaderRole(pattern string) string { return "kpatterns-" + pattern + "-metrics-reader" }
+
+// metricsRBAC lets the pattern authenticate and authorize its /metrics callers through the API
+// server (TokenReview, SubjectAccessReview: run's --metrics-secure, the default), and renders the
+// reader ClusterRole a scraper is bound to.
+func metricsRBAC(name string, subjects []rbacv1.Subject, meta func(ns, n string) metav1.ObjectMeta) []client.Object {
+	auth := name + "-metrics-auth"
+	return []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: meta("", auth), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", auth), Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: auth}},
+		&rbacv1.ClusterRole{ObjectMeta: meta("", name+"-metrics-reader"), Rules: []rbacv1.PolicyRule{
+			{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
+		}},
+	}
+}
+
+// metricsService exposes the Deployment's HTTPS /metrics to a scraper.
+func metricsService(name, pattern, namespace string, labels map[string]string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-metrics", Namespace: namespace, Labels: labels},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app.kubernetes.io/name": pattern},
+			Ports:    []corev1.ServicePort{{Name: "https", Port: 8443, TargetPort: intstr.FromString("metrics")}},
+		},
 	}
 }
 

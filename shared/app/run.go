@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -60,12 +61,18 @@ type RunOptions struct {
 	// 15 s, 10 s, 2 s). A standby takes over at most LeaseDuration after a leader dies without
 	// releasing the Lease; a leader shut down cleanly releases it at once.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	ProbeAddr                                 string
-	MetricsAddr                               string
-	WebhookHost                               string
-	WebhookPort                               int
-	CertDir                                   string
-	Zap                                       zap.Options
+	// Workers is each controller's MaxConcurrentReconciles (0: controller-runtime's 1). The
+	// queue never hands one object to two workers at once.
+	Workers     int
+	ProbeAddr   string
+	MetricsAddr string
+	// MetricsSecure serves /metrics over HTTPS to callers the API server authenticates and
+	// authorizes (get on the /metrics non-resource URL); false is plain HTTP, for local runs.
+	MetricsSecure bool
+	WebhookHost   string
+	WebhookPort   int
+	CertDir       string
+	Zap           zap.Options
 	// SkipNameValidation lets tests run several managers with the same controllers in one process.
 	SkipNameValidation bool
 }
@@ -142,6 +149,9 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 	if err := o.checkLeaseTiming(); err != nil {
 		return nil, err
 	}
+	if o.Workers < 0 {
+		return nil, fmt.Errorf("--max-concurrent-reconciles %d: want 1 or more", o.Workers)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        s,
 		Cache:                         cacheOpts,
@@ -154,8 +164,8 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 		RenewDeadline:                 nonZero(o.RenewDeadline),
 		RetryPeriod:                   nonZero(o.RetryPeriod),
 		HealthProbeBindAddress:        o.ProbeAddr,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
-		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
+		Metrics:                       metricsOptions(o),
+		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation, MaxConcurrentReconciles: o.Workers},
 	})
 	if err != nil {
 		return nil, err
@@ -191,6 +201,18 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 		}
 	}
 	return mgr, nil
+}
+
+// metricsOptions serves /metrics as kubebuilder scaffolds it: HTTPS (a self-signed certificate,
+// generated in memory) with authentication and authorization delegated to the API server, unless
+// plain HTTP was asked for.
+func metricsOptions(o RunOptions) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.MetricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
 }
 
 // CheckCRDs fails fast, in one line, when a CRD the pattern needs is not installed (the
