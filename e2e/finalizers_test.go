@@ -63,7 +63,7 @@ func TestFinalizersUnderFaults(t *testing.T) {
 			}
 			return ctx
 		})
-	f = withPattern(f, "finalizers", ns, "--demo-error-rate", "0.3", "--metrics-bind-address", metricsAddr).
+	f = withPattern(f, "finalizers", ns, "--demo-error-rate", "0.3", "--metrics-bind-address", metricsAddr, "--metrics-secure=false").
 		Assess("200 create/delete cycles with 30 % provider failures leave nothing behind", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			rc := rest.CopyConfig(cfg.Client().RESTConfig())
 			rc.QPS, rc.Burst = 200, 400 // the load, not client-go's default 5/s, is what is tested

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ var (
 	root    = ".." // the repository root, from this package's directory
 	bins    string // where the local path builds pattern binaries (removed at the end)
 	logs    string // component and pattern logs, kept after the run
+	// localProvider is the local cluster (nil on kind): chaos restarts its components.
+	localProvider *localcluster.Provider
 )
 
 // operatorNamespace is where patterns are installed and run.
@@ -74,7 +77,8 @@ func TestMain(m *testing.M) {
 func selectProvider() (support.E2EClusterProvider, error) {
 	switch p := os.Getenv("E2E_PROVIDER"); p {
 	case "", "local":
-		return localcluster.NewProvider(), nil
+		localProvider = localcluster.NewProvider()
+		return localProvider, nil
 	case "kind":
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -101,13 +105,15 @@ func buildPatterns(cluster string) env.Func {
 		if bins, err = os.MkdirTemp("", "kpatterns-e2e-bin-"); err != nil {
 			return ctx, err
 		}
-		if kindRun {
+		if kindRun { // the images `go tool task image` builds, for this machine's architecture
+			out := filepath.Join(bins, "images")
+			args := append([]string{"run", "./e2e/cmd/image", "-tag", "e2e", "-platforms", "linux/" + runtime.GOARCH, "-out", out}, patterns...)
+			if err := command(ctx, root, "go", args...).Run(); err != nil {
+				return ctx, fmt.Errorf("images: %w", err)
+			}
 			for _, p := range patterns {
-				img := image(p)
-				if err := command(ctx, root, "docker", "build", "--build-arg", "PATTERN="+p, "-t", img, ".").Run(); err != nil {
-					return ctx, fmt.Errorf("image %s: %w", img, err)
-				}
-				if ctx, err = envfuncs.LoadImageToCluster(cluster, img)(ctx, cfg); err != nil {
+				archive := filepath.Join(out, p+"-linux-"+runtime.GOARCH+".tar")
+				if ctx, err = envfuncs.LoadImageArchiveToCluster(cluster, archive)(ctx, cfg); err != nil {
 					return ctx, err
 				}
 			}

@@ -79,7 +79,7 @@ func TestReloaderMemory(t *testing.T) {
 				defer func() { _ = log.Close() }()
 				started := time.Now()
 				p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "reloader"), cfg.KubeconfigFile(), operatorNamespace, log, false,
-					append(args, "--metrics-bind-address", "127.0.0.1:"+port)...)
+					append(args, "--metrics-bind-address", "127.0.0.1:"+port, "--metrics-secure=false")...)
 				if err != nil {
 					t.Fatal(err)
 				}

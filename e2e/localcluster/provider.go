@@ -91,6 +91,9 @@ func (p *Provider) Destroy(context.Context) error {
 	return err
 }
 
+// Cluster is the running cluster (nil before Create): tests restart its components through it.
+func (p *Provider) Cluster() *Cluster { return p.cluster }
+
 // WaitForControlPlane returns at once: Create returns only when the node is Ready.
 func (p *Provider) WaitForControlPlane(context.Context, klient.Client) error { return nil }
 

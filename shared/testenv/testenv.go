@@ -76,11 +76,17 @@ func Start(p app.Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := withoutRule(objs, "kpatterns-"+p.Name); err != nil {
+		return nil, err
+	}
 	objs = append(slices.Clone(fixtures), objs...)
 	// The pattern's webhook configurations (as `install` renders them: its namespace excluded) go
 	// to envtest, which points them at a local TLS port with certificates of its own; the
 	// manager serves there (see start).
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	// As on clusters that enable it (OpenShift, hardened ones): setting blockOwnerDeletion on a
+	// child needs update on the owner's finalizers subresource, so that rule is tested too.
+	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	objs = slices.DeleteFunc(objs, func(o client.Object) bool {
 		switch o := o.(type) {
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
@@ -211,11 +217,20 @@ func (e *Env) Namespace(t testing.TB) string {
 	return ns
 }
 
+// EventuallyEnv shortens Eventually's bound (a Go duration): the least-privilege run, whose
+// tests are expected to fail, sets it so that a missing permission costs seconds, not 30 s.
+const EventuallyEnv = "KPATTERNS_EVENTUALLY"
+
 // Eventually polls cond until it returns nil and fails the test with cond's last error if that
-// takes more than 30 seconds: the deadline only bounds a hung test, it is no timing assertion.
+// takes more than 30 seconds ($KPATTERNS_EVENTUALLY): the deadline only bounds a hung test, it is
+// no timing assertion.
 func Eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	bound := 30 * time.Second
+	if d, err := time.ParseDuration(os.Getenv(EventuallyEnv)); err == nil {
+		bound = d
+	}
+	deadline := time.Now().Add(bound)
 	for {
 		err := cond()
 		if err == nil {
