@@ -1,4 +1,5 @@
-# Builds any pattern: docker build --build-arg PATTERN=mirror -t kpatterns/mirror:dev .
+# Builds any pattern with a Docker engine: docker build --build-arg PATTERN=mirror -t kpatterns/mirror:dev .
+# The same layout as `go tool task image PATTERN=mirror`, which needs no Docker engine.
 FROM golang:1.26 AS build
 ARG PATTERN
 WORKDIR /src
@@ -8,6 +9,12 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
     cd "${PATTERN}" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags="-s -w" -o /out/manager .
 
 FROM gcr.io/distroless/static:nonroot
+ARG PATTERN
+ARG REVISION=unknown
+ARG VERSION=dev
+LABEL org.opencontainers.image.source=https://github.com/kpatterns/kpatterns \
+      org.opencontainers.image.revision=${REVISION} org.opencontainers.image.version=${VERSION} \
+      org.opencontainers.image.title=${PATTERN}
 COPY --from=build /out/manager /manager
 USER 65532:65532
 ENTRYPOINT ["/manager"]

@@ -3,6 +3,7 @@ module github.com/kpatterns/kpatterns/e2e
 go 1.26.4
 
 require (
+	github.com/google/go-containerregistry v0.22.1
 	github.com/kpatterns/kpatterns/mirror v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/shared v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
