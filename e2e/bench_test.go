@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -301,8 +302,13 @@ func TestBench(t *testing.T) {
 		ratio = benchMirrorAgainstClientGo(ctx, t, cfg, 2*n)
 		return ctx
 	})
+	var pods string
+	f = f.Assess("summary over many Pods", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		pods = benchSummaryPods(ctx, t, cfg, 4*n)
+		return ctx
+	})
 	f = f.Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-		writeBenchPage(t, n, window, rows, ratio)
+		writeBenchPage(t, n, window, rows, ratio, pods)
 		return ctx
 	})
 	testEnv.Test(t, f.Feature())
@@ -408,7 +414,7 @@ func machine() string {
 }
 
 // writeBenchPage writes the results page with the machine it ran on.
-func writeBenchPage(t *testing.T, n int, window time.Duration, rows []string, ratio string) {
+func writeBenchPage(t *testing.T, n int, window time.Duration, rows []string, ratio, pods string) {
 	t.Helper()
 	path := os.Getenv("KPATTERNS_BENCH_OUT")
 	if path == "" {
@@ -435,7 +441,9 @@ heap (the last GC's, GODEBUG=gctrace=1) at the end of the window.
 started (one worker, its ServiceAccount, no client-side rate limit) and timed from /readyz to the
 watch delivering its %d-th child, against one goroutine creating the same %d ConfigMaps with the
 same client, in the same run (goal: ratio ≤ 1.2). %s.
-`, time.Now().UTC().Format("2006-01-02"), machine(), n, window, n, window, strings.Join(rows, "\n"), 2*n, 2*n, 2*n, ratio)
+
+**summary over many Pods** (kwok runs them; summary watches only that namespace): %s.
+`, time.Now().UTC().Format("2006-01-02"), machine(), n, window, n, window, strings.Join(rows, "\n"), 2*n, 2*n, 2*n, ratio, pods)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -518,4 +526,91 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 		}
 	}
 	return strings.Join(rounds, "; ")
+}
+
+// benchSummaryPods runs summary over pods kwok Pods of 20 Deployments, one Workload each, and
+// scales 5 Deployments up by 10 in turn: the time from the scale to the Workload's status
+// showing the new ready count, and the Workload status writes per Pod change (creates, bindings
+// and status updates of Pods, from kube-apiserver's own request counts over the same span).
+func benchSummaryPods(ctx context.Context, t *testing.T, cfg *envconf.Config, pods int) string {
+	const workloads, scales, step = 20, 5, 10
+	rc := rest.CopyConfig(cfg.Client().RESTConfig())
+	rc.QPS, rc.Burst = 500, 1000
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := envconf.RandomName("bench-summary", 20)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	stop := runPattern(ctx, t, cfg, "summary", "--watch-namespaces", ns)
+	defer stop()
+	per := int32(pods / workloads)
+	for i := range workloads {
+		app := fmt.Sprintf("app-%02d", i)
+		labels := map[string]string{"app": app}
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns}, Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(per), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}}}}}
+		w := &summaryv1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
+			Spec: summaryv1alpha1.WorkloadSpec{Selector: labels}}
+		if err := errors.Join(c.Create(ctx, d), c.Create(ctx, w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readyIs := func(name string, want int32) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			w := &summaryv1alpha1.Workload{}
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, w)
+			return err == nil && w.Status.Ready == want && w.Status.Total == want, err
+		}
+	}
+	for i := range workloads {
+		waitForLong(t, fmt.Sprintf("%d ready Pods in app-%02d's Workload", per, i), 10*time.Minute, readyIs(fmt.Sprintf("app-%02d", i), per))
+	}
+	counted := map[string]bool{"PUT patterns.kpatterns.dev/workloads/status": true}
+	for _, k := range []string{"POST /pods", "PUT /pods", "PATCH /pods", "DELETE /pods", "PUT /pods/status", "PATCH /pods/status", "POST /pods/binding"} {
+		counted[k] = true
+	}
+	before := apiserverWrites(ctx, t, rc, counted)
+	var took []time.Duration
+	for i := range scales {
+		name := fmt.Sprintf("app-%02d", i)
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.Replicas = ptr.To(per + step)
+		began := time.Now()
+		if err := c.Update(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		for ok, _ := readyIs(name, per+step)(ctx); !ok; ok, _ = readyIs(name, per+step)(ctx) {
+			if time.Since(began) > 5*time.Minute {
+				t.Fatalf("%s: the Workload did not show %d ready Pods within 5 minutes", name, per+step)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		took = append(took, time.Since(began))
+	}
+	time.Sleep(5 * time.Second) // the last Pod updates (and any status write they cause) land
+	after := apiserverWrites(ctx, t, rc, counted)
+	statusWrites, podChanges := 0, 0
+	for k, v := range after {
+		if d := v - before[k]; strings.HasSuffix(k, "workloads/status") {
+			statusWrites += d
+		} else {
+			podChanges += d
+		}
+	}
+	slices.Sort(took)
+	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d Pods in %d Workloads; %d scale-ups by %d Pods: scale → Workload status showing them ready p50 %s, max %s; "+
+		"%d Workload status writes for %d Pod writes: **%.2f per Pod change** (goal ≤ 1)", workloads*int(per), workloads, scales, step,
+		took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond), statusWrites, podChanges,
+		float64(statusWrites)/float64(max(podChanges, 1)))
 }

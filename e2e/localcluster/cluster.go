@@ -180,7 +180,7 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 func fakeNode() *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods: resource.MustParse("250"),
+		corev1.ResourcePods: resource.MustParse("5000"), // kwok runs no containers: the bench's 2,000 Pods fit
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

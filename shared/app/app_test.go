@@ -153,7 +153,8 @@ func TestManifestsPrintsParsableYAML(t *testing.T) {
 			t.Errorf("%s carries a status", u.GetKind())
 		}
 	}
-	want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment"}
+	want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"ClusterRole", "ClusterRoleBinding", "ClusterRole", "Service", "Deployment"} // metrics auth, reader, Service
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("kinds (-want +got):\n%s", d)
 	}

@@ -119,7 +119,8 @@ rules:
 		t.Fatal(err)
 	}
 	want := []string{"CustomResourceDefinition /gadgets.example.kpatterns.dev", "ServiceAccount ops/multi", "ClusterRole /kpatterns-multi",
-		"ClusterRoleBinding /kpatterns-multi", "Role ops/kpatterns-multi-leader-election", "RoleBinding ops/kpatterns-multi-leader-election"}
+		"ClusterRoleBinding /kpatterns-multi", "Role ops/kpatterns-multi-leader-election", "RoleBinding ops/kpatterns-multi-leader-election",
+		"ClusterRole /kpatterns-multi-metrics-auth", "ClusterRoleBinding /kpatterns-multi-metrics-auth", "ClusterRole /kpatterns-multi-metrics-reader"}
 	if d := cmp.Diff(want, kinds(objs)); d != "" {
 		t.Fatalf("objects (-want +got):\n%s", d)
 	}

@@ -39,6 +39,8 @@ func TestInstallIsIdempotentAndReportsChanges(t *testing.T) {
 	want := []string{
 		"serviceaccount/demo unchanged", "clusterrole/kpatterns-demo unchanged", "clusterrolebinding/kpatterns-demo unchanged",
 		"role/kpatterns-demo-leader-election unchanged", "rolebinding/kpatterns-demo-leader-election unchanged",
+		"clusterrole/kpatterns-demo-metrics-auth unchanged", "clusterrolebinding/kpatterns-demo-metrics-auth unchanged",
+		"clusterrole/kpatterns-demo-metrics-reader unchanged",
 	}
 	if d := cmp.Diff(want, install(o)); d != "" {
 		t.Fatalf("second install (-want +got):\n%s", d)

@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// WithoutRuleEnv names one permission to leave out of the pattern's generated ClusterRole when
-// Start installs it, as a Rule string: the least-privilege run (`go tool task chaos`) removes each
-// rule in turn and runs the pattern's tests, to show which test needs it.
+// WithoutRuleEnv names permissions to leave out of the pattern's generated ClusterRole when
+// Start installs it, as Rule strings separated by commas: the least-privilege run (`go tool task
+// chaos`) removes each rule in turn and runs the pattern's tests, to show which test needs it.
 const WithoutRuleEnv = "KPATTERNS_RBAC_WITHOUT"
 
 // Rule is one permission of a role, "VERB GROUP/RESOURCE[/SUBRESOURCE]" with "core" for the
@@ -63,9 +63,13 @@ func (r Rule) policyRule() rbacv1.PolicyRule {
 // ClusterRole (named role) among objs; it fails if the role has no such permission, so a typo
 // never passes for a rule no test needs.
 func withoutRule(objs []client.Object, role string) error {
-	drop := Rule(os.Getenv(WithoutRuleEnv))
-	if drop == "" {
+	env := os.Getenv(WithoutRuleEnv)
+	if env == "" {
 		return nil
+	}
+	var drops []Rule
+	for _, d := range strings.Split(env, ",") {
+		drops = append(drops, Rule(strings.TrimSpace(d)))
 	}
 	for _, o := range objs {
 		cr, ok := o.(*rbacv1.ClusterRole)
@@ -73,16 +77,18 @@ func withoutRule(objs []client.Object, role string) error {
 			continue
 		}
 		rules := Rules(cr.Rules)
-		if !slices.Contains(rules, drop) {
-			return fmt.Errorf("%s=%q: the ClusterRole %s has no such permission (it has %q)", WithoutRuleEnv, drop, role, rules)
+		for _, drop := range drops {
+			if !slices.Contains(rules, drop) {
+				return fmt.Errorf("%s=%q: the ClusterRole %s has no such permission (it has %q)", WithoutRuleEnv, drop, role, rules)
+			}
 		}
 		cr.Rules = nil
 		for _, r := range rules {
-			if r != drop {
+			if !slices.Contains(drops, r) {
 				cr.Rules = append(cr.Rules, r.policyRule())
 			}
 		}
 		return nil
 	}
-	return fmt.Errorf("%s=%q: no ClusterRole %s to remove it from", WithoutRuleEnv, drop, role)
+	return fmt.Errorf("%s=%q: no ClusterRole %s to remove it from", WithoutRuleEnv, env, role)
 }

@@ -39,8 +39,9 @@ var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary"
 type result struct {
 	pattern string
 	rule    testenv.Rule
-	failed  string // the first failing test, "" if every test passed
-	detail  string // the first error line of that test
+	with    testenv.Rule // removed together with rule: needed as a pair, not alone
+	failed  string       // the first failing test, "" if every test passed
+	detail  string       // the first error line of that test
 	took    time.Duration
 }
 
@@ -67,6 +68,7 @@ func run(list []string, out string, parallel int) error {
 	type job struct {
 		pattern, bin string
 		rule         testenv.Rule
+		all          []testenv.Rule // the pattern's permissions
 	}
 	var jobs []job
 	for _, p := range list {
@@ -80,7 +82,7 @@ func run(list []string, out string, parallel int) error {
 			return fmt.Errorf("building %s's tests: %v\n%s", p, err, b)
 		}
 		for _, r := range rules {
-			jobs = append(jobs, job{p, bin, r})
+			jobs = append(jobs, job{p, bin, r, rules})
 		}
 	}
 	results := make([]result, len(jobs))
@@ -93,8 +95,18 @@ func run(list []string, out string, parallel int) error {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			results[i] = without(j.pattern, j.bin, j.rule)
+			// client-go's reflector needs list or watch, not both, to pass a test: with the
+			// watch-list feature it streams its initial state through a watch, and with watch
+			// forbidden it relists. So each alone can look unneeded; they are needed as a pair.
+			if partner := pairOf(j.rule); results[i].failed == "" && slices.Contains(j.all, partner) {
+				results[i] = without(j.pattern, j.bin, j.rule+","+partner)
+				results[i].rule, results[i].with = j.rule, partner
+			}
 			r := results[i]
 			verdict := "needed by " + r.failed
+			if r.with != "" {
+				verdict += " (together with " + string(r.with) + ")"
+			}
 			if r.failed == "" {
 				verdict = "NO TEST NEEDS IT"
 			}
@@ -132,6 +144,18 @@ func roleRules(pattern string) ([]testenv.Rule, error) {
 		return nil, fmt.Errorf("%s role.yaml: %w", pattern, err)
 	}
 	return testenv.Rules(role.Rules), nil
+}
+
+// pairOf is the list permission of a watch one and the other way round ("" otherwise).
+func pairOf(r testenv.Rule) testenv.Rule {
+	verb, rest, _ := strings.Cut(string(r), " ")
+	switch verb {
+	case "list":
+		return testenv.Rule("watch " + rest)
+	case "watch":
+		return testenv.Rule("list " + rest)
+	}
+	return ""
 }
 
 var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
@@ -190,7 +214,9 @@ Written by `+"`go tool task chaos`"+` (%s; %s with %d runs at once): for each pe
 pattern's generated ClusterRole, the pattern's integration tests ran — its manager impersonating
 its ServiceAccount, against a real kube-apiserver with OwnerReferencesPermissionEnforcement on —
 with that one permission removed (`+"`"+testenv.WithoutRuleEnv+"`"+`). "needed by" names the
-first test that failed without it. A permission no test needs fails the run, except where the
+first test that failed without it. list and watch on one resource are removed together when one
+alone fails no test: client-go's reflector gets by with either (a watch-list streams the initial
+state; a forbidden watch turns into relisting), so only the pair is provably needed. A permission no test needs fails the run, except where the
 reason no bounded test can need it is given.
 
 | pattern | permission | needed by | how it failed |
@@ -199,6 +225,10 @@ reason no bounded test can need it is given.
 	slices.SortStableFunc(results, func(a, b result) int { return strings.Compare(a.pattern, b.pattern) })
 	for _, r := range results {
 		needed, how := "`"+r.failed+"`", strings.ReplaceAll(trim(r.detail, 140), "|", `\|`)
+		if r.with != "" {
+			needed += " with `" + string(r.with) + "` removed too"
+			how = "alone, client-go's reflector falls back to the other (watch-list streams the initial list; a forbidden watch relists); " + how
+		}
 		if r.failed == "" {
 			needed, how = "**no test**", untestable[r.rule]
 			if how == "" {
