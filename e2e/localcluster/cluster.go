@@ -289,16 +289,25 @@ func (c *Cluster) Restart(component string, down time.Duration, apiServerFlags m
 	}
 	cp := &c.env.ControlPlane
 	var stop, start func() error
+	var addr string
 	switch component {
 	case "etcd":
-		stop, start = cp.Etcd.Stop, cp.Etcd.Start
+		stop, start, addr = cp.Etcd.Stop, cp.Etcd.Start, cp.Etcd.URL.Host
+		cp.Etcd.StopTimeout = 5 * time.Second
 	case "kube-apiserver":
 		stop, start = cp.APIServer.Stop, cp.APIServer.Start
+		addr = net.JoinHostPort(cp.APIServer.SecureServing.Address, cp.APIServer.SecureServing.Port)
+		cp.APIServer.StopTimeout = 5 * time.Second
 	default:
 		return fmt.Errorf("restart %q: only etcd and kube-apiserver can be restarted", component)
 	}
-	if err := stop(); err != nil {
+	// SIGTERM, and SIGKILL after 5 s: kube-apiserver may take longer than that to drain its
+	// watches, and a kill is as fair a fault as a stop. Either way the port must be free again.
+	if err := stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
 		return fmt.Errorf("stopping %s: %w", component, err)
+	}
+	if err := waitPortFree(addr, 30*time.Second); err != nil {
+		return fmt.Errorf("%s stopped: %w", component, err)
 	}
 	args := cp.APIServer.Configure()
 	for k, v := range apiServerFlags {
@@ -309,6 +318,21 @@ func (c *Cluster) Restart(component string, down time.Duration, apiServerFlags m
 		return fmt.Errorf("starting %s again: %w%s", component, err, tail(filepath.Join(c.Dir, "logs", component+".log")))
 	}
 	return nil
+}
+
+// waitPortFree waits until nothing listens on addr any more.
+func waitPortFree(addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			return l.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still in use after %s: %w", addr, limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func stopProcess(p *os.Process, grace time.Duration) {
