@@ -614,3 +614,114 @@ func benchSummaryPods(ctx context.Context, t *testing.T, cfg *envconf.Config, po
 		took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond), statusWrites, podChanges,
 		float64(statusWrites)/float64(max(podChanges, 1)))
 }
+
+// growthPatterns are the patterns the memory growth is measured for: mirror (owns a child per
+// source) and summary (reads objects it does not own). 10,000 objects of the patterns that create
+// Deployments would cost kube-controller-manager and kwok minutes each: not measured.
+var growthPatterns = []string{"mirror", "summary"}
+
+// TestBenchGrowth is the memory part of `go tool task bench`: each of growthPatterns over 1,000
+// and then 10,000 objects ($KPATTERNS_BENCH_GROWTH, comma-separated), converged, then restarted:
+// start-up time to /readyz over them, RSS and live heap once synced (GOGC=25 and gctrace, the
+// same for both sizes, so that the last GC's live heap is close to the cache's), bytes per object
+// between the two sizes and the growth ratio large/small against the object ratio (goal: linear).
+//
+//	KPATTERNS_BENCH=1 go test -count=1 -v -timeout 40m -run TestBenchGrowth ./e2e/
+func TestBenchGrowth(t *testing.T) {
+	if os.Getenv("KPATTERNS_BENCH") == "" || kindRun {
+		t.Skip("the bench on the local cluster: go tool task bench")
+	}
+	sizes := []int{1000, 10000}
+	if v := os.Getenv("KPATTERNS_BENCH_GROWTH"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("KPATTERNS_BENCH_GROWTH=%q: %v", v, err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	var rows []string
+	f := features.New("bench growth")
+	for _, bc := range benchCases {
+		if !slices.Contains(growthPatterns, bc.pattern) {
+			continue
+		}
+		f = f.Assess(bc.pattern, func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			rc := rest.CopyConfig(cfg.Client().RESTConfig())
+			rc.QPS, rc.Burst = 500, 1000
+			c, err := client.New(rc, client.Options{Scheme: scheme})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("GODEBUG", "gctrace=1")
+			t.Setenv("GOGC", "25")
+			var heaps []float64
+			var cells []string
+			for _, n := range sizes {
+				ns := envconf.RandomName("growth-"+bc.pattern, 24)
+				if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+					t.Fatal(err)
+				}
+				stop := runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)
+				var g errgroup.Group
+				g.SetLimit(16)
+				for i := range n {
+					g.Go(func() error { return bc.create(ctx, c, ns, i) })
+				}
+				if err := g.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				waitForLong(t, fmt.Sprintf("%s converged over %d", bc.pattern, n), 15*time.Minute, func(ctx context.Context) (bool, error) { return bc.converged(ctx, c, ns, n) })
+				stop()
+				began := time.Now()
+				stop = runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)
+				ready := time.Since(began)
+				time.Sleep(10 * time.Second) // settled: the resync's reconciles done, a GC or more since
+				p := processes[bc.pattern]
+				rss, live := rssKiB(t, p.Cmd.Process.Pid), liveHeap(t, filepath.Join(logs, bc.pattern+".log"))
+				heaps = append(heaps, live)
+				cells = append(cells, fmt.Sprintf("%d: start %s, RSS %.1f MiB, live heap %.0f MB", n, ready.Round(10*time.Millisecond), float64(rss)/1024, live))
+				stop()
+				if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first, last := sizes[0], sizes[len(sizes)-1]
+			perObject := (heaps[len(heaps)-1] - heaps[0]) * 1e6 / float64(last-first)
+			row := fmt.Sprintf("| %s | %s | %.0f B | **%.1f** for %.0f× the objects |", bc.pattern, strings.Join(cells, "; "), perObject,
+				heaps[len(heaps)-1]/heaps[0], float64(last)/float64(first))
+			t.Log(row)
+			rows = append(rows, row)
+			return ctx
+		})
+	}
+	f = f.Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		path := os.Getenv("KPATTERNS_BENCH_GROWTH_OUT")
+		if path == "" {
+			path = filepath.Join(root, "docs", "bench-growth.md")
+		}
+		page := fmt.Sprintf(`# Memory growth
+
+Written by `+"`go tool task bench`"+` (%s) on %s. Command: `+"`KPATTERNS_BENCH=1 KPATTERNS_BENCH_GROWTH=%s go test -count=1 -v -timeout 40m -run TestBenchGrowth ./e2e/`"+`.
+Each pattern over each number of its objects (as in the bench: labelled sources for mirror, which
+creates a child each; Workloads over no Pods for summary), converged, then restarted: start-up to
+/readyz over them, RSS and the live heap once synced (GOGC=25, GODEBUG=gctrace=1: the last GC's live
+heap, whole MB). Bytes per object is the live-heap difference over the object difference; the
+growth ratio is live heap large / small, to compare with the object ratio (linear or better: at
+most that). Patterns whose objects make Deployments (widget, conditional, reloader) are not in it:
+10,000 of them cost the cluster's own controllers minutes each on 2 cores.
+
+| pattern | sizes | live heap per object | growth |
+|---|---|---|---|
+%s
+`, time.Now().UTC().Format("2006-01-02"), machine(), strings.Trim(strings.Join(strings.Fields(fmt.Sprint(sizes)), ","), "[]"), strings.Join(rows, "\n"))
+		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
+		return ctx
+	})
+	testEnv.Test(t, f.Feature())
+}

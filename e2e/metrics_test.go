@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,6 +77,15 @@ func TestSecureMetrics(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				return resp.StatusCode, string(b)
 			}
+			// The metrics server is a runnable of its own, listening once it has generated its
+			// key pair: /readyz (the probe server) can answer first.
+			waitFor(t, "the metrics listener", func(ctx context.Context) (bool, error) {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					return false, nil
+				}
+				return true, conn.Close()
+			})
 			if code, _ := scrape(""); code != http.StatusUnauthorized {
 				t.Errorf("no token: HTTP %d, want 401", code)
 			}
