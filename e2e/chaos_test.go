@@ -546,7 +546,7 @@ func writeChaosPage(t *testing.T, size chaosSize, rows []string) {
 	page := fmt.Sprintf(`# Chaos results
 
 Written by `+"`go tool task chaos`"+` (%s) on %s. Command: `+"`KPATTERNS_CHAOS=1 go test -count=1 -v -timeout 30m -run TestChaos ./e2e/`"+`
-(sizes %+v). Each scenario runs mirror as its ServiceAccount on the local cluster and ends with an
+(%s). Each scenario runs mirror as its ServiceAccount on the local cluster and ends with an
 exact check: every source's child holds the source's data as it is at the end (a child that does
 not within 2 minutes of the last change is a **lost** update), and no ConfigMap that mirror does
 not own was written or deleted (same resourceVersion as when it was created). The test fails on
@@ -562,4 +562,9 @@ The least-privilege table (each RBAC rule removed in turn) is [least-privilege.m
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", path)
+}
+
+func (s chaosSize) String() string {
+	return fmt.Sprintf("%d sources per stream, each stream %s; %d conflicting updates; %d races; %d sources against the overloaded API server",
+		s.sources, s.stream, s.conflicts, s.races, s.overload)
 }

@@ -38,8 +38,8 @@ const (
 	ConfigMapByBundleUIDIndex = "childset.configMapByBundleUID"
 )
 
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=bundles,verbs=get;list;watch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=bundles/status,verbs=get;patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=bundles,verbs=list;watch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=bundles/status,verbs=patch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=bundles/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -56,8 +56,8 @@ const (
 	ReasonNoMatchingCase = "NoMatchingCase"
 )
 
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=configprofiles,verbs=get;list;watch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=configprofiles/status,verbs=get;patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=configprofiles,verbs=list;watch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=configprofiles/status,verbs=patch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=configprofiles/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch

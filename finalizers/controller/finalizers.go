@@ -54,8 +54,8 @@ const (
 	ReasonDeleteFailed  = "DeleteFailed"
 )
 
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=externalrecords,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=externalrecords/status,verbs=get;patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=externalrecords,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=externalrecords/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Options are the pattern's flags of `run`.

@@ -47,8 +47,8 @@ const EmittedByLabel = "patterns.kpatterns.dev/emitted-by"
 
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=heartbeats,verbs=get;create
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=heartbeats/status,verbs=update
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list;watch;create
 
 // Reason is the reason of an Event the pattern emits: one per lifetime hook, and Observed.
 type Reason string

@@ -53,8 +53,8 @@ const (
 	ReasonRollingOut = "RollingOut"
 )
 
-// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Kind is the kind of a referenced source.

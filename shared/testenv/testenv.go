@@ -191,8 +191,11 @@ func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) mana
 			t.Errorf("manager: %v", err)
 		}
 	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("manager cache did not sync")
+	// Bounded like Eventually: an informer whose list and watch are forbidden never syncs.
+	syncCtx, cancelSync := context.WithTimeout(ctx, eventuallyBound())
+	defer cancelSync()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		t.Fatalf("manager cache did not sync within %s (is list or watch forbidden?)", eventuallyBound())
 	}
 	if hooks, _ := app.HasWebhooks(p); hooks { // the API server may call the webhooks at once
 		Eventually(t, "webhook server started", func() error { return mgr.GetWebhookServer().StartedChecker()(nil) })
@@ -221,16 +224,20 @@ func (e *Env) Namespace(t testing.TB) string {
 // tests are expected to fail, sets it so that a missing permission costs seconds, not 30 s.
 const EventuallyEnv = "KPATTERNS_EVENTUALLY"
 
+// eventuallyBound is 30 s, or $KPATTERNS_EVENTUALLY.
+func eventuallyBound() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(EventuallyEnv)); err == nil {
+		return d
+	}
+	return 30 * time.Second
+}
+
 // Eventually polls cond until it returns nil and fails the test with cond's last error if that
 // takes more than 30 seconds ($KPATTERNS_EVENTUALLY): the deadline only bounds a hung test, it is
 // no timing assertion.
 func Eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	bound := 30 * time.Second
-	if d, err := time.ParseDuration(os.Getenv(EventuallyEnv)); err == nil {
-		bound = d
-	}
-	deadline := time.Now().Add(bound)
+	deadline := time.Now().Add(eventuallyBound())
 	for {
 		err := cond()
 		if err == nil {

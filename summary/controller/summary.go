@@ -30,9 +30,9 @@ const Name = "summary"
 // WorkloadBySelectorIndex indexes Workloads by each "key=value" pair of their selector.
 const WorkloadBySelectorIndex = "summary.workloadBySelector"
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads,verbs=get;list;watch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads/status,verbs=get;update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads,verbs=list;watch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads/status,verbs=update
 
 // CacheOptions strips cached Pods down to what the summary reads.
 func CacheOptions(o *cache.Options) {

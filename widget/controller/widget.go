@@ -29,8 +29,8 @@ const Name = "widget"
 // ConfigMountPath is where the Deployment mounts the Widget's ConfigMap.
 const ConfigMountPath = "/etc/widget"
 
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets/status,verbs=get;patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets,verbs=list;watch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets/status,verbs=patch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=widgets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
