@@ -120,6 +120,21 @@ var benchCases = []benchCase{
 		note:      "its demo provider is in memory: a restart finds every record missing and puts it back (a repair each): not a durable provider's behaviour"},
 }
 
+// populate creates the case's n objects in ns (16 at a time) and waits, at most limit, for the
+// running pattern to converge on them.
+func (bc benchCase) populate(ctx context.Context, t *testing.T, c client.Client, ns string, n int, limit time.Duration) {
+	t.Helper()
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error { return bc.create(ctx, c, ns, i) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitForLong(t, fmt.Sprintf("%s converged over %d", bc.pattern, n), limit, func(ctx context.Context) (bool, error) { return bc.converged(ctx, c, ns, n) })
+}
+
 func deploymentUsingReplicas(ns, name, cm string, replicas int32) *appsv1.Deployment {
 	d := deploymentUsing(ns, name, cm, true)
 	d.Spec.Replicas = &replicas
@@ -228,15 +243,7 @@ func TestBench(t *testing.T) {
 			}
 			t.Setenv("GODEBUG", "gctrace=1") // the pattern inherits it: its log has each GC's live heap
 			stop := runPattern(ctx, t, cfg, bc.pattern)
-			var g errgroup.Group
-			g.SetLimit(16)
-			for i := range n {
-				g.Go(func() error { return bc.create(ctx, c, ns, i) })
-			}
-			if err := g.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			waitForLong(t, bc.pattern+" converged", 10*time.Minute, func(ctx context.Context) (bool, error) { return bc.converged(ctx, c, ns, n) })
+			bc.populate(ctx, t, c, ns, n, 10*time.Minute)
 			// Converged means settled too: every Deployment rolled out (the cluster's own
 			// controllers done, so nothing is left for the pattern to catch up on after its
 			// restart), and no write of the pattern's for 5 s.
@@ -665,15 +672,7 @@ func TestBenchGrowth(t *testing.T) {
 					t.Fatal(err)
 				}
 				stop := runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)
-				var g errgroup.Group
-				g.SetLimit(16)
-				for i := range n {
-					g.Go(func() error { return bc.create(ctx, c, ns, i) })
-				}
-				if err := g.Wait(); err != nil {
-					t.Fatal(err)
-				}
-				waitForLong(t, fmt.Sprintf("%s converged over %d", bc.pattern, n), 15*time.Minute, func(ctx context.Context) (bool, error) { return bc.converged(ctx, c, ns, n) })
+				bc.populate(ctx, t, c, ns, n, 15*time.Minute)
 				stop()
 				began := time.Now()
 				stop = runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)

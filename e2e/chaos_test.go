@@ -245,7 +245,7 @@ func TestChaos(t *testing.T) {
 		srcs := createSources(ctx, t, c, ns, "overload", size.overload)
 		lost := lostUpdates(ctx, t, c, ns, srcs)
 		took := time.Since(began)
-		m := scrape(t, metrics, "rest_client_requests_total")
+		m := scrape(t, metrics, "rest_client_requests_total{")
 		var total, throttled float64
 		for series, v := range m {
 			total += v
@@ -514,8 +514,9 @@ func foreignTouched(ctx context.Context, t *testing.T, c client.Client, ns strin
 	return n
 }
 
-// scrape reads the series of one metric from a Prometheus text endpoint: series (name and labels) → value.
-func scrape(t *testing.T, addr, metric string) map[string]float64 {
+// scrape reads the series whose names start with prefix from a plain-HTTP Prometheus text
+// endpoint: series (name and labels) → value.
+func scrape(t *testing.T, addr, prefix string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -526,7 +527,7 @@ func scrape(t *testing.T, addr, metric string) map[string]float64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		series, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || (series != metric && !strings.HasPrefix(series, metric+"{")) {
+		if !ok || !strings.HasPrefix(series, prefix) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(value, 64); err == nil {

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,20 +24,9 @@ import (
 // counts (finalizers_demo_provider_*).
 func demoProviderStats(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
 	stats := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if rest, found := strings.CutPrefix(name, "finalizers_demo_provider_"); found && ok {
-			if v, err := strconv.ParseFloat(value, 64); err == nil {
-				stats[rest] = v
-			}
-		}
+	for series, v := range scrape(t, addr, "finalizers_demo_provider_") {
+		stats[strings.TrimPrefix(series, "finalizers_demo_provider_")] = v
 	}
 	return stats
 }
