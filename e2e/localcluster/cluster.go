@@ -296,7 +296,7 @@ func (c *Cluster) Restart(component string, down time.Duration, apiServerFlags m
 		cp.Etcd.StopTimeout = 5 * time.Second
 	case "kube-apiserver":
 		stop, start = cp.APIServer.Stop, cp.APIServer.Start
-		addr = net.JoinHostPort(cp.APIServer.SecureServing.Address, cp.APIServer.SecureServing.Port)
+		addr = net.JoinHostPort(cp.APIServer.Address, cp.APIServer.Port)
 		cp.APIServer.StopTimeout = 5 * time.Second
 	default:
 		return fmt.Errorf("restart %q: only etcd and kube-apiserver can be restarted", component)

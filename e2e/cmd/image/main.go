@@ -133,7 +133,7 @@ func Build(pattern string, o Options) error {
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img,
 			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: goos, Architecture: arch}}})
 		tarballs[goos+"-"+arch] = img
-		fmt.Fprintf(o.Log, "image: %s %s: %.1f MiB binary, built in %s\n", pattern, platform, float64(len(b))/(1<<20), time.Since(began).Round(100*time.Millisecond))
+		logf(o.Log, "image: %s %s: %.1f MiB binary, built in %s\n", pattern, platform, float64(len(b))/(1<<20), time.Since(began).Round(100*time.Millisecond))
 	}
 	dir := filepath.Join(o.Out, pattern)
 	if err := os.RemoveAll(dir); err != nil {
@@ -151,9 +151,9 @@ func Build(pattern string, o Options) error {
 		if err := tarball.WriteToFile(path, ref, img); err != nil {
 			return fmt.Errorf("tarball %s: %w", path, err)
 		}
-		fmt.Fprintf(o.Log, "image: wrote %s (docker load -i, kind load image-archive) as %s\n", path, ref)
+		logf(o.Log, "image: wrote %s (docker load -i, kind load image-archive) as %s\n", path, ref)
 	}
-	fmt.Fprintf(o.Log, "image: wrote %s (OCI layout, %d platforms)\n", dir, len(o.Platforms))
+	logf(o.Log, "image: wrote %s (OCI layout, %d platforms)\n", dir, len(o.Platforms))
 	if o.Registry != "" {
 		pushed, err := name.NewTag(strings.TrimSuffix(o.Registry, "/") + "/" + pattern + ":" + o.Tag)
 		if err != nil {
@@ -162,10 +162,13 @@ func Build(pattern string, o Options) error {
 		if err := remote.WriteIndex(pushed, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 			return fmt.Errorf("pushing %s: %w", pushed, err)
 		}
-		fmt.Fprintf(o.Log, "image: pushed %s\n", pushed)
+		logf(o.Log, "image: pushed %s\n", pushed)
 	}
 	return nil
 }
+
+// logf reports progress; a failed write to the log is no reason to fail the build.
+func logf(w io.Writer, format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
 
 // image is one platform's image: the base files, the binary, and the run configuration.
 func image(pattern, goos, arch, revision, version string, created time.Time, layers ...v1.Layer) (v1.Image, error) {
