@@ -289,17 +289,28 @@ func fastClient(t *testing.T, cfg *envconf.Config) client.Client {
 // runMirror runs one mirror process as its ServiceAccount, without leader election unless args turn it on.
 func runMirror(ctx context.Context, t *testing.T, cfg *envconf.Config, name string, args ...string) *localcluster.Pattern {
 	t.Helper()
-	log, err := os.Create(filepath.Join(logs, "mirror-chaos-"+name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() })
-	p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "mirror"), cfg.KubeconfigFile(), operatorNamespace, log, false,
-		append([]string{"--leader-elect=false"}, args...)...)
+	p, err := startMirror(ctx, cfg, "mirror-chaos-"+name+".log", args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// startMirror starts one mirror process as its ServiceAccount, logging to logs/<logName>; without
+// leader election unless args turn it on. The log file stays open while the process may write.
+func startMirror(ctx context.Context, cfg *envconf.Config, logName string, args ...string) (*localcluster.Pattern, error) {
+	log, err := os.Create(filepath.Join(logs, logName))
+	if err != nil {
+		return nil, err
+	}
+	p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "mirror"), cfg.KubeconfigFile(), operatorNamespace, log, false,
+		append([]string{"--leader-elect=false"}, args...)...)
+	if err != nil {
+		_ = log.Close()
+		return nil, err
+	}
+	go func() { <-p.Exited; _ = log.Close() }()
+	return p, nil
 }
 
 // supervisor keeps one mirror process running, as a kubelet keeps a container: when it exits it
@@ -337,19 +348,13 @@ func superviseMirror(ctx context.Context, t *testing.T, cfg *envconf.Config, nam
 					return
 				case <-time.After(time.Second):
 				}
-				log, err := os.Create(filepath.Join(logs, fmt.Sprintf("mirror-chaos-%s-%d.log", name, n)))
-				if err != nil {
-					continue
-				}
-				next, err := localcluster.RunPattern(ctx, filepath.Join(bins, "mirror"), cfg.KubeconfigFile(), operatorNamespace, log, false,
-					append([]string{"--leader-elect=false"}, args...)...)
+				next, err := startMirror(ctx, cfg, fmt.Sprintf("mirror-chaos-%s-%d.log", name, n), args...)
 				if err == nil {
 					s.mu.Lock()
 					s.p = next
 					s.mu.Unlock()
 					break
 				}
-				_ = log.Close()
 			}
 		}
 	}()
