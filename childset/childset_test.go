@@ -182,7 +182,7 @@ func TestChildRecreatedBeforeTheDeleteIsKept(t *testing.T) {
 	}
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}
 	testenv.WaitCached(t, mgr.GetClient(), b)
-	if _, err := r.Reconcile(ctx, req); err != nil {
+	if _, err := r.Reconcile(testenv.Bounded(t), req); err != nil {
 		t.Fatal(err)
 	}
 	setEntries(t, b, map[string]string{"a": "1"})
@@ -203,7 +203,7 @@ func TestChildRecreatedBeforeTheDeleteIsKept(t *testing.T) {
 		}
 		recreatedUID = string(again.UID)
 	}}
-	if _, err := r.Reconcile(ctx, req); err != nil {
+	if _, err := r.Reconcile(testenv.Bounded(t), req); err != nil {
 		t.Fatal(err)
 	}
 	now := &corev1.ConfigMap{}
@@ -270,7 +270,7 @@ func TestNoWriteWhenConverged(t *testing.T) {
 	writes := testenv.CountWrites(mgr.GetClient())
 	r.Client = writes
 	for range 3 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
+		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -317,7 +317,7 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 	recorded := events.NewFakeRecorder(10)
 	r.Recorder = recorded
 	for range 3 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -130,7 +130,7 @@ func TestCacheAbsenceCallsNothing(t *testing.T) {
 	p := &ordered{Demo: provider.NewDemo(provider.DemoOptions{}), ns: ns}
 	mgr := env.IdleManager(t)
 	r := &controller.Reconciler{Client: mgr.GetClient(), Provider: p, Recorder: mgr.GetEventRecorder("test"), RepairInterval: time.Minute}
-	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "absent"}}); err != nil {
+	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "absent"}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(p.calls) != 0 {
@@ -317,7 +317,7 @@ func TestNoWriteWhenSynced(t *testing.T) {
 	writes := testenv.CountWrites(mgr.GetClient())
 	r := &controller.Reconciler{Client: writes, Provider: demo, Recorder: mgr.GetEventRecorder("test"), RepairInterval: time.Minute}
 	for range 3 {
-		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rec)})
+		res, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rec)})
 		if err != nil || res.RequeueAfter != time.Minute {
 			t.Fatalf("reconcile: %v %v, want a requeue after the repair interval", res, err)
 		}

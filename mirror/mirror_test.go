@@ -103,7 +103,7 @@ func TestChildMirrorsSourceAndFollowsKeyRemoval(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reconciler(mgr).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "plain"}}); err != nil {
+	if _, err := reconciler(mgr).Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "plain"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := getCM(ns, "plain-mirror"); !apierrors.IsNotFound(err) {
@@ -128,7 +128,7 @@ func TestConvergedMirrorGetsNoWrite(t *testing.T) {
 	writes := testenv.CountWrites(mgr.GetClient())
 	r.Client = writes
 	for range 5 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
+		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,7 +204,7 @@ func TestDeletedSourceLeavesChildToGarbageCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCached(t, mgr, ns, "del", "")
-	if _, err := reconciler(mgr).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
+	if _, err := reconciler(mgr).Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
 		t.Fatal(err)
 	}
 	after, err := getCM(ns, "del-mirror")
@@ -261,7 +261,7 @@ func TestForeignChildIsReportedNotTouched(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitCached(t, mgr, ns, "web", "")
-			if _, err := reconciler(mgr).Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
+			if _, err := reconciler(mgr).Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := getCM(ns, "web-mirror"); err != nil {
@@ -299,7 +299,7 @@ func TestConcurrentUpdateConflictsInsteadOfOverwriting(t *testing.T) {
 	waitCached(t, mgr, ns, "race", src.ResourceVersion)
 	r := reconciler(mgr)
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(src)}
-	if _, err := r.Reconcile(ctx, req); err != nil {
+	if _, err := r.Reconcile(testenv.Bounded(t), req); err != nil {
 		t.Fatal(err)
 	}
 	child := waitData(t, ns, "race-mirror", src.Data, nil)
@@ -322,7 +322,7 @@ func TestConcurrentUpdateConflictsInsteadOfOverwriting(t *testing.T) {
 	}}
 	racing := *r
 	racing.Client = rc
-	_, err := racing.Reconcile(ctx, req)
+	_, err := racing.Reconcile(testenv.Bounded(t), req)
 	if raced == nil {
 		t.Fatal("the reconciler made no update, so no race was staged")
 	}
@@ -334,7 +334,7 @@ func TestConcurrentUpdateConflictsInsteadOfOverwriting(t *testing.T) {
 	}
 	// The retry (as the queue would run it) reads the other writer's version and converges on it.
 	waitCached(t, mgr, ns, "race-mirror", raced.ResourceVersion)
-	if _, err := r.Reconcile(ctx, req); err != nil {
+	if _, err := r.Reconcile(testenv.Bounded(t), req); err != nil {
 		t.Fatal(err)
 	}
 	final := waitData(t, ns, "race-mirror", map[string]string{"k": "v2"}, nil)

@@ -43,7 +43,7 @@ func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manag
 		c, err = controller.Setup(mgr, o)
 		return err
 	}, watchNamespaces...)
-	if !c.WaitForCacheSync(context.Background()) {
+	if !c.WaitForCacheSync(testenv.Bounded(t)) {
 		t.Fatal("the reloader's cache did not sync")
 	}
 	return mgr, c
@@ -356,7 +356,7 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 	writes := testenv.CountWrites(mgr.GetClient())
 	recorded := events.NewFakeRecorder(10)
 	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: recorded, Project: true}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(before)}); err != nil {
+	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(before)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := writes.N(); n != 0 {

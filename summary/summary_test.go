@@ -139,7 +139,7 @@ func TestConvergedWorkloadGetsNoWrite(t *testing.T) {
 	writes := testenv.CountWrites(mgr.GetClient())
 	r := &controller.Reconciler{Client: writes}
 	for range 3 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)}); err != nil {
+		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -178,7 +178,7 @@ func TestConvergedWidgetGetsNoWrite(t *testing.T) {
 	writes := testenv.CountWrites(mgr.GetClient())
 	r.Client = writes
 	for range 3 {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "calm"}}); err != nil {
+		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "calm"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -58,7 +59,7 @@ func Serve(ctx context.Context, mgr manager.Manager, p Pattern, o RunOptions) er
 			return err
 		}
 	}
-	err := mgr.Start(ctx) // returns once every runnable has stopped: no reconcile in flight
+	err := start(ctx, mgr, stopGrace) // returns once every runnable has stopped: no reconcile in flight
 	timeout := h.ExitTimeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
@@ -74,6 +75,31 @@ func Serve(ctx context.Context, mgr manager.Manager, p Pattern, o RunOptions) er
 		cancel()
 	}
 	return err
+}
+
+// stopGrace bounds how long the manager may take to return once ctx has ended: its graceful
+// shutdown timeout (30 s) and some.
+const stopGrace = 45 * time.Second
+
+// start runs mgr until ctx ends and returns its error — or, if the manager has not returned grace
+// after ctx ended, an error saying so, and the process exits. controller-runtime v0.25's manager
+// never returns when it is stopped before every cache synced (runnableGroup.Start loops on the
+// cancelled context: kubernetes-sigs/controller-runtime#3440), so a pattern whose RBAC lacks list
+// or watch on what it caches would ignore SIGTERM, at 100% CPU, until its kubelet's SIGKILL.
+func start(ctx context.Context, mgr manager.Manager, grace time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+		return fmt.Errorf("the manager had not stopped %s after it was told to (a cache that never synced: is list or watch forbidden?)", grace)
+	}
 }
 
 // leaderHook is a runnable that needs leader election: the manager starts it once this replica

@@ -187,8 +187,16 @@ func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) mana
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		case <-time.After(stopBound):
+			// controller-runtime v0.25's runnableGroup.Start loops without end once its context
+			// is cancelled before every cache synced (kubernetes-sigs/controller-runtime#3440):
+			// with a list permission removed, Start never returns.
+			t.Errorf("manager still running %s after it was stopped (a cache that never synced?)", stopBound)
 		}
 	})
 	// Bounded like Eventually: an informer whose list and watch are forbidden never syncs.
@@ -220,6 +228,10 @@ func (e *Env) Namespace(t testing.TB) string {
 	return ns
 }
 
+// stopBound is how long a stopped test manager may take to return: its graceful shutdown's 30 s and
+// some.
+const stopBound = 45 * time.Second
+
 // EventuallyEnv shortens Eventually's bound (a Go duration): the least-privilege run, whose
 // tests are expected to fail, sets it so that a missing permission costs seconds, not 30 s.
 const EventuallyEnv = "KPATTERNS_EVENTUALLY"
@@ -230,6 +242,16 @@ func eventuallyBound() time.Duration {
 		return d
 	}
 	return 30 * time.Second
+}
+
+// Bounded is a context that ends after Eventually's bound ($KPATTERNS_EVENTUALLY), or with the
+// test: for one call that can block on a cache that never syncs — a reconcile driven by hand, a
+// read from a manager's cache, a cache's sync — so that a missing list or watch permission fails
+// the test in seconds instead of hanging it until go test's timeout.
+func Bounded(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), eventuallyBound())
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // Eventually polls cond until it returns nil and fails the test with cond's last error if that

@@ -19,9 +19,10 @@ import (
 func WaitCached(t testing.TB, cache client.Reader, obj client.Object) {
 	t.Helper()
 	want := obj.GetResourceVersion()
+	ctx := Bounded(t) // a Get from an informer that has not synced waits for it
 	Eventually(t, fmt.Sprintf("cache of %T %s at %q", obj, obj.GetName(), want), func() error {
 		c := obj.DeepCopyObject().(client.Object)
-		err := cache.Get(context.Background(), client.ObjectKeyFromObject(obj), c)
+		err := cache.Get(ctx, client.ObjectKeyFromObject(obj), c)
 		switch {
 		case want == "" && apierrors.IsNotFound(err):
 			return nil

@@ -41,6 +41,7 @@ type result struct {
 	rule    testenv.Rule
 	with    testenv.Rule // removed together with rule: needed as a pair, not alone
 	failed  string       // the first failing test, "" if every test passed
+	hung    bool         // failed stays running until go test's timeout: a wait not bounded
 	detail  string       // the first error line of that test
 	took    time.Duration
 }
@@ -110,14 +111,20 @@ func run(list []string, out string, parallel int) error {
 			if r.failed == "" {
 				verdict = "NO TEST NEEDS IT"
 			}
+			if r.hung {
+				verdict = "HUNG in " + r.failed
+			}
 			fmt.Printf("[%d/%d] %s without %q: %s (%s)\n", i+1, len(jobs), r.pattern, r.rule, verdict, r.took.Round(time.Second))
 		}()
 	}
 	wg.Wait()
-	var unneeded []string
+	var unneeded, hung []string
 	for _, r := range results {
 		if _, ok := untestable[r.rule]; r.failed == "" && !ok {
 			unneeded = append(unneeded, r.pattern+": "+string(r.rule))
+		}
+		if r.hung {
+			hung = append(hung, fmt.Sprintf("%s: %s without %s", r.pattern, r.failed, r.rule))
 		}
 	}
 	page := render(results, time.Since(began), parallel)
@@ -130,6 +137,9 @@ func run(list []string, out string, parallel int) error {
 	}
 	if len(unneeded) > 0 {
 		return fmt.Errorf("permissions no test needs (drop them from the markers, or add the test that needs them):\n  %s", strings.Join(unneeded, "\n  "))
+	}
+	if len(hung) > 0 { // needed, but a test must fail, not hang (bound its wait with testenv.Bounded)
+		return fmt.Errorf("tests that hung until the timeout instead of failing:\n  %s", strings.Join(hung, "\n  "))
 	}
 	return nil
 }
@@ -158,14 +168,21 @@ func pairOf(r testenv.Rule) testenv.Rule {
 	return ""
 }
 
-var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+var (
+	failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+	// go test's timeout panic names the tests still running: "running tests:\n\t\tTestX (5m0s)".
+	hungLine = regexp.MustCompile(`(?m)^panic: test timed out after .*\n\s*running tests:\n\s*(\S+) \(`)
+)
+
+// testTimeout bounds one run of a pattern's suite; a whole suite passes in about a minute.
+const testTimeout = 5 * time.Minute
 
 // without runs the pattern's test binary (in its package directory, as go test does) with one
 // permission removed; -failfast ends it at the first failing test.
 func without(pattern, bin string, rule testenv.Rule) result {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout+2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.failfast", "-test.timeout=8m")
+	cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.failfast", "-test.timeout="+testTimeout.String())
 	cmd.Dir = pattern
 	cmd.Env = append(os.Environ(), testenv.WithoutRuleEnv+"="+string(rule), testenv.EventuallyEnv+"=10s")
 	var buf bytes.Buffer
@@ -174,6 +191,15 @@ func without(pattern, bin string, rule testenv.Rule) result {
 	err := cmd.Run()
 	r := result{pattern: pattern, rule: rule, took: time.Since(began)}
 	if err == nil {
+		return r
+	}
+	if m := hungLine.FindStringSubmatch(buf.String()); m != nil {
+		r.failed, r.hung, r.detail = m[1], true, "hung until go test's "+testTimeout.String()+" timeout"
+		if f, err := os.CreateTemp("", "leastprivilege-hung-"+pattern+"-*.log"); err == nil { // its goroutines, to find the wait
+			_, _ = f.Write(buf.Bytes())
+			_ = f.Close()
+			r.detail += "; its goroutines: " + f.Name()
+		}
 		return r
 	}
 	fails := failLine.FindAllStringSubmatch(buf.String(), -1)
