@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +39,7 @@ import (
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/rollout"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
@@ -124,15 +125,33 @@ var benchCases = []benchCase{
 // running pattern to converge on them.
 func (bc benchCase) populate(ctx context.Context, t *testing.T, c client.Client, ns string, n int, limit time.Duration) {
 	t.Helper()
+	if err := bc.fill(ctx, c, ns, 0, n, limit); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fill is populate for any goroutine (an error where populate fails the test), from the from-th
+// object: ns holds the first from already.
+func (bc benchCase) fill(ctx context.Context, c client.Client, ns string, from, n int, limit time.Duration) error {
 	var g errgroup.Group
 	g.SetLimit(16)
-	for i := range n {
+	for i := from; i < n; i++ {
 		g.Go(func() error { return bc.create(ctx, c, ns, i) })
 	}
 	if err := g.Wait(); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("%s: %w", bc.pattern, err)
 	}
-	waitForLong(t, fmt.Sprintf("%s converged over %d", bc.pattern, n), limit, func(ctx context.Context) (bool, error) { return bc.converged(ctx, c, ns, n) })
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := bc.converged(ctx, c, ns, n)
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s converged over %d: not within %s (%v)", bc.pattern, n, limit, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 func deploymentUsingReplicas(ns, name, cm string, replicas int32) *appsv1.Deployment {
@@ -207,13 +226,17 @@ func observedWith(list schema.GroupVersionKind, wantReady bool) func(ctx context
 	}
 }
 
-// TestBench is `go tool task bench`: for each controller pattern, $KPATTERNS_BENCH_N objects
-// (default 500; 50 with --quick) converged, then the pattern restarted (a full resync) and the
-// write requests kube-apiserver counted during the following $KPATTERNS_BENCH_WINDOW (default
-// 60 s; 10 s quick) from its own /metrics (apiserver_request_total, write verbs, to the resources
-// its generated ClusterRole lets it write). Also the pattern's
-// start-up time to /readyz over those objects, and its RSS and live heap once synced. Writes a
-// results page (KPATTERNS_BENCH_OUT, default docs/bench.md).
+// TestBench is `go tool task bench`: every controller pattern at once, each over
+// $KPATTERNS_BENCH_N objects of its own (default 500; 50 with QUICK=1) in a namespace of its own,
+// converged; then all stopped and restarted one after another (a full resync each), and the write
+// requests during the following $KPATTERNS_BENCH_WINDOW (default 60 s; 10 s quick) counted twice:
+// by kube-apiserver's own /metrics (apiserver_request_total, write verbs, to the resources the
+// patterns' generated ClusterRoles let them write) and by each pattern's own client
+// (rest_client_requests_total by method, run with --leader-elect=false so that no Lease write is
+// in it), which names the pattern. Also each pattern's start-up time to /readyz over its objects,
+// its RSS and live heap once synced; mirror against client-go, summary over kwok Pods and the
+// reloader over 2,000 Deployments. Writes a results page (KPATTERNS_BENCH_OUT, default
+// docs/bench.md).
 //
 //	KPATTERNS_BENCH=1 go test -count=1 -v -timeout 40m -run TestBench ./e2e/
 func TestBench(t *testing.T) {
@@ -227,98 +250,154 @@ func TestBench(t *testing.T) {
 	if v := os.Getenv("KPATTERNS_BENCH_WINDOW"); v != "" {
 		window, _ = time.ParseDuration(v)
 	}
-	var rows []string
-	f := features.New("bench")
-	for _, bc := range benchCases {
-		f = f.Assess(bc.pattern, func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			rc := rest.CopyConfig(cfg.Client().RESTConfig())
-			rc.QPS, rc.Burst = 500, 1000
-			c, err := client.New(rc, client.Options{Scheme: scheme})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns := envconf.RandomName("bench-"+bc.pattern, 20)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			t.Setenv("GODEBUG", "gctrace=1") // the pattern inherits it: its log has each GC's live heap
-			stop := runPattern(ctx, t, cfg, bc.pattern)
-			bc.populate(ctx, t, c, ns, n, 10*time.Minute)
-			// Converged means settled too: every Deployment rolled out (the cluster's own
-			// controllers done, so nothing is left for the pattern to catch up on after its
-			// restart), and no write of the pattern's for 5 s.
-			waitForLong(t, "Deployments rolled out", 10*time.Minute, func(ctx context.Context) (bool, error) {
-				list := &appsv1.DeploymentList{}
-				err := c.List(ctx, list, client.InNamespace(ns))
-				return err == nil && !slices.ContainsFunc(list.Items, func(d appsv1.Deployment) bool {
-					return d.Status.ObservedGeneration != d.Generation || rollout.Pending(&d, *d.Spec.Replicas) != ""
-				}), err
-			})
-			written := writable(t, bc.pattern)
-			last := apiserverWrites(ctx, t, rc, written)
-			waitForLong(t, bc.pattern+" quiet", 5*time.Minute, func(ctx context.Context) (bool, error) {
-				time.Sleep(5 * time.Second)
-				now := apiserverWrites(ctx, t, rc, written)
-				quiet := maps.Equal(now, last)
-				last = now
-				return quiet, nil
-			})
-			removeWebhooks(ctx, t, cfg, bc.pattern) // a webhook pattern's: none is served while it is down
-			stop()
-			statuses := statusesOf(ctx, t, c, bc.kind, ns)
-
-			before := apiserverWrites(ctx, t, rc, written)
-			began := time.Now()
-			stop = runPattern(ctx, t, cfg, bc.pattern)
-			ready := time.Since(began)
-			time.Sleep(window)
-			after := apiserverWrites(ctx, t, rc, written)
-			p := processes[bc.pattern]
-			rss, live := rssKiB(t, p.Cmd.Process.Pid), liveHeap(t, filepath.Join(logs, bc.pattern+".log"))
-			if changed := firstChange(statuses, statusesOf(ctx, t, c, bc.kind, ns)); changed != "" {
-				t.Logf("%s: a status the restart changed: %s", bc.pattern, changed)
-			}
-			var writes []string
-			total := 0
-			for _, k := range slices.Sorted(maps.Keys(after)) {
-				if d := after[k] - before[k]; d > 0 {
-					writes = append(writes, fmt.Sprintf("%s %d", k, d))
-					total += d
-				}
-			}
-			row := fmt.Sprintf("| %s | %d | **%d** %s | %s | %.1f MiB | %.1f MiB | %s |", bc.pattern, n, total, strings.Join(writes, ", "),
-				ready.Round(10*time.Millisecond), float64(rss)/1024, live, bc.note)
-			t.Log(row)
-			rows = append(rows, row)
-			// The namespace's deletion is the namespace controller's writes: done before the next
-			// pattern is counted, and while this one runs (finalizers must remove its finalizers).
-			if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			waitForLong(t, ns+" deleted", 10*time.Minute, func(ctx context.Context) (bool, error) {
-				err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-			})
-			removeWebhooks(ctx, t, cfg, bc.pattern)
-			stop()
+	var page benchPage
+	page.n, page.window, page.began = n, window, time.Now()
+	f := features.New("bench").
+		Assess("writes when converged", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			page.rows, page.total = benchConverged(ctx, t, cfg, n, window)
+			return ctx
+		}).
+		Assess("mirror against a bare client-go loop", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			page.ratio = benchMirrorAgainstClientGo(ctx, t, cfg, 2*n)
+			return ctx
+		}).
+		Assess("summary over many Pods", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			page.pods = benchSummaryPods(ctx, t, cfg, 4*n)
+			return ctx
+		}).
+		Assess("reloader over many Deployments", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			page.reloader = benchReloader(ctx, t, cfg, 4*n, n/5)
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			page.write(t)
 			return ctx
 		})
-	}
-	var ratio string
-	f = f.Assess("mirror against a bare client-go loop", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-		ratio = benchMirrorAgainstClientGo(ctx, t, cfg, 2*n)
-		return ctx
-	})
-	var pods string
-	f = f.Assess("summary over many Pods", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-		pods = benchSummaryPods(ctx, t, cfg, 4*n)
-		return ctx
-	})
-	f = f.Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-		writeBenchPage(t, n, window, rows, ratio, pods)
-		return ctx
-	})
 	testEnv.Test(t, f.Feature())
+}
+
+// benchConverged runs every bench case's pattern over n objects at once, converged, then
+// restarts them one by one and counts the writes in the window after the last restart: the
+// table's rows, and the line comparing kube-apiserver's total with the patterns' own counts.
+func benchConverged(ctx context.Context, t *testing.T, cfg *envconf.Config, n int, window time.Duration) (rows []string, total string) {
+	rc := rest.CopyConfig(cfg.Client().RESTConfig())
+	rc.QPS, rc.Burst = 500, 1000
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GODEBUG", "gctrace=1") // the patterns inherit it: their logs have each GC's live heap
+	written := map[string]bool{}     // what any of the patterns may write
+	namespaces := make([]string, len(benchCases))
+	stops := make([]func(), len(benchCases))
+	for i, bc := range benchCases {
+		maps.Copy(written, writable(t, bc.pattern))
+		namespaces[i] = envconf.RandomName("bench-"+bc.pattern, 20)
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaces[i]}}); err != nil {
+			t.Fatal(err)
+		}
+		stops[i] = runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", namespaces[i])
+	}
+	// Populated side by side: the cluster's own controllers and the patterns share the cores.
+	var g errgroup.Group
+	for i, bc := range benchCases {
+		g.Go(func() error { return bc.fill(ctx, c, namespaces[i], 0, n, 10*time.Minute) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Converged means settled too: every Deployment rolled out (the cluster's own controllers
+	// done, so nothing is left for a pattern to catch up on after its restart), and no write to
+	// what the patterns write for 5 s.
+	waitForLong(t, "Deployments rolled out", 10*time.Minute, func(ctx context.Context) (bool, error) {
+		list := &appsv1.DeploymentList{}
+		err := c.List(ctx, list)
+		return err == nil && !slices.ContainsFunc(list.Items, func(d appsv1.Deployment) bool {
+			return strings.HasPrefix(d.Namespace, "bench-") && (d.Status.ObservedGeneration != d.Generation || rollout.Pending(&d, *d.Spec.Replicas) != "")
+		}), err
+	})
+	last := apiserverWrites(ctx, t, rc, written)
+	waitForLong(t, "the patterns quiet", 5*time.Minute, func(ctx context.Context) (bool, error) {
+		time.Sleep(5 * time.Second)
+		now := apiserverWrites(ctx, t, rc, written)
+		quiet := maps.Equal(now, last)
+		last = now
+		return quiet, nil
+	})
+	statuses := make([]map[string]any, len(benchCases))
+	for i, bc := range benchCases {
+		removeWebhooks(ctx, t, cfg, bc.pattern) // a webhook pattern's: none is served while it is down
+		stops[i]()
+		statuses[i] = statusesOf(ctx, t, c, bc.kind, namespaces[i])
+	}
+
+	before := apiserverWrites(ctx, t, rc, written)
+	ready := make([]time.Duration, len(benchCases))
+	metrics := make([]string, len(benchCases))
+	for i, bc := range benchCases {
+		metrics[i] = "127.0.0.1:" + freePort(t)
+		began := time.Now()
+		stops[i] = runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", namespaces[i], "--leader-elect=false",
+			"--metrics-bind-address", metrics[i], "--metrics-secure=false")
+		ready[i] = time.Since(began)
+		time.Sleep(2 * time.Second) // its resync mostly done before the next one starts
+	}
+	time.Sleep(window)
+	after := apiserverWrites(ctx, t, rc, written)
+	sum := 0
+	for i, bc := range benchCases {
+		p := processes[bc.pattern]
+		rss, live := rssKiB(t, p.Cmd.Process.Pid), liveHeap(t, filepath.Join(logs, bc.pattern+".log"))
+		if changed := firstChange(statuses[i], statusesOf(ctx, t, c, bc.kind, namespaces[i])); changed != "" {
+			t.Logf("%s: a status the restart changed: %s", bc.pattern, changed)
+		}
+		byMethod, writes := clientWrites(t, metrics[i])
+		sum += writes
+		row := fmt.Sprintf("| %s | %d | **%d** %s | %s | %.1f MiB | %.1f MiB | %s |", bc.pattern, n, writes, byMethod,
+			ready[i].Round(10*time.Millisecond), float64(rss)/1024, live, bc.note)
+		t.Log(row)
+		rows = append(rows, row)
+	}
+	var server []string
+	serverSum := 0
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if d := after[k] - before[k]; d > 0 {
+			server = append(server, fmt.Sprintf("%s %d", k, d))
+			serverSum += d
+		}
+	}
+	total = fmt.Sprintf("kube-apiserver counted **%d** write requests to what the patterns may write in that span (%s); their own clients, %d",
+		serverSum, strings.Join(server, ", "), sum)
+	t.Log(total)
+	// The namespaces stay: the local cluster goes at the end of the run, and deleting them now
+	// would be the namespace controller's work during the measurements that follow.
+	for i, bc := range benchCases {
+		removeWebhooks(ctx, t, cfg, bc.pattern)
+		stops[i]()
+	}
+	return rows, total
+}
+
+// clientWrites is the write requests (POST, PUT, PATCH, DELETE) a pattern's own client sent, from
+// its plain-HTTP /metrics at addr (controller-runtime's rest_client_requests_total): by method,
+// and their sum.
+func clientWrites(t *testing.T, addr string) (string, int) {
+	t.Helper()
+	byMethod := map[string]int{}
+	for series, v := range scrape(t, addr, "rest_client_requests_total{") {
+		for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+			if strings.Contains(series, `method="`+m+`"`) {
+				byMethod[m] += int(v)
+			}
+		}
+	}
+	var parts []string
+	sum := 0
+	for _, m := range slices.Sorted(maps.Keys(byMethod)) {
+		parts = append(parts, fmt.Sprintf("%s %d", m, byMethod[m]))
+		sum += byMethod[m]
+	}
+	return strings.Join(parts, ", "), sum
 }
 
 func waitForLong(t *testing.T, what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) {
@@ -411,17 +490,44 @@ func apiserverWrites(ctx context.Context, t *testing.T, rc *rest.Config, written
 	return out
 }
 
-// machine describes this machine for a results page: OS/arch, cores, memory, Go version.
+// machine describes this machine for a results page: OS/arch, cores, memory, Go version, and the
+// local cluster's versions.
 func machine() string {
 	mem := "?"
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		mem = strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1] + " kB"
 	}
-	return fmt.Sprintf("%s/%s: %d cores, %s memory, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), mem, runtime.Version())
+	return fmt.Sprintf("%s/%s: %d cores, %s memory, %s; local cluster from %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), mem,
+		runtime.Version(), controlPlane())
 }
 
-// writeBenchPage writes the results page with the machine it ran on.
-func writeBenchPage(t *testing.T, n int, window time.Duration, rows []string, ratio, pods string) {
+// controlPlane is the versions the local cluster's binaries are built from (tools/controlplane).
+func controlPlane() string {
+	b, err := os.ReadFile(filepath.Join(root, "tools", "controlplane", "go.mod"))
+	if err != nil {
+		return "?"
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && slices.Contains([]string{"k8s.io/kubernetes", "go.etcd.io/etcd/server/v3", "sigs.k8s.io/kwok"}, f[0]) {
+			out = append(out, f[0]+" "+f[1])
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// benchPage is what TestBench measured, for its results page.
+type benchPage struct {
+	n                            int
+	window                       time.Duration
+	began                        time.Time
+	rows                         []string
+	total, ratio, pods, reloader string
+}
+
+// write writes the results page (KPATTERNS_BENCH_OUT, default docs/bench.md) with the machine it
+// ran on and how long the run took.
+func (p benchPage) write(t *testing.T) {
 	t.Helper()
 	path := os.Getenv("KPATTERNS_BENCH_OUT")
 	if path == "" {
@@ -429,28 +535,37 @@ func writeBenchPage(t *testing.T, n int, window time.Duration, rows []string, ra
 	}
 	page := fmt.Sprintf(`# Bench results
 
-Written by `+"`go tool task bench`"+` (%s) on %s, Kubernetes control plane of the
-local cluster (DESIGN.md). Command: `+"`KPATTERNS_BENCH=1 KPATTERNS_BENCH_N=%d KPATTERNS_BENCH_WINDOW=%s go test -count=1 -v -timeout 40m -run TestBench ./e2e/`"+`.
+Written by `+"`go tool task bench`"+` (%s) on %s. Command: `+"`KPATTERNS_BENCH=1 KPATTERNS_BENCH_N=%d KPATTERNS_BENCH_WINDOW=%s go test -count=1 -v -timeout 40m -run TestBench ./e2e/`"+`.
+TestBench took %s.
 
-**Writes when converged**: %d objects converged, the pattern restarted (a full resync), then the
-write requests kube-apiserver counted in the next %s (its own apiserver_request_total: POST, PUT,
-PATCH, APPLY, DELETE to the resources the pattern's generated ClusterRole lets it write, so that
-kube-controller-manager's and kwok's writes do not count; the leader-election Lease is not in
-it). Goal: 0.
-Start-up is from the process start to /readyz (informers synced) over those objects; RSS and live
-heap (the last GC's, GODEBUG=gctrace=1) at the end of the window.
+**Writes when converged**: every pattern at once, each over %d objects of its own in its own
+namespace (`+"`--watch-namespaces`"+`), converged; then all stopped and restarted one after another
+(a full resync each, 2 s apart, `+"`--leader-elect=false`"+` so that no Lease write counts), and the
+write requests (POST, PUT, PATCH, DELETE) each pattern's own client sent (its
+rest_client_requests_total) counted until %s after the last restart. Goal: 0. Below the table, kube-apiserver's own count
+(apiserver_request_total) over the same span, of write requests to the resources the patterns'
+generated ClusterRoles let them write (so that kube-controller-manager's and kwok's writes do not
+count): it bounds the patterns' counts from the server's side.
+Start-up is from the process start to /readyz (informers synced) over its objects, while the
+patterns restarted before it resync; RSS and live heap (the last GC's, GODEBUG=gctrace=1) at the
+end of the window.
 
 | pattern | objects | write requests after the restart | start to /readyz | RSS | live heap | note |
 |---|---|---|---|---|---|---|
 %s
 
+%s.
+
 **mirror against a bare client-go loop**: %d labelled sources created while mirror is down; mirror
 started (one worker, its ServiceAccount, no client-side rate limit) and timed from /readyz to the
 watch delivering its %d-th child, against one goroutine creating the same %d ConfigMaps with the
-same client, in the same run (goal: ratio ≤ 1.2). %s.
+same client, in the same run, alternated (goal: ratio ≤ 1.2). %s.
 
 **summary over many Pods** (kwok runs them; summary watches only that namespace): %s.
-`, time.Now().UTC().Format("2006-01-02"), machine(), n, window, n, window, strings.Join(rows, "\n"), 2*n, 2*n, 2*n, ratio, pods)
+
+**reloader over many Deployments**: %s.
+`, time.Now().UTC().Format("2006-01-02"), machine(), p.n, p.window, time.Since(p.began).Round(time.Second), p.n, p.window,
+		strings.Join(p.rows, "\n"), p.total, 2*p.n, 2*p.n, 2*p.n, p.ratio, p.pods, p.reloader)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +579,7 @@ same client, in the same run (goal: ratio ≤ 1.2). %s.
 // client-go loop doing the same n creates, with the same client (mirror's ServiceAccount, no
 // client-side rate limit, as `run --kubeconfig` has) and one writer each (mirror's one worker).
 // mirror is timed from /readyz (its informers synced) to the watch delivering the n-th child;
-// the loop from its first create to its last answer. Alternated twice: a ratio per round.
+// the loop from its first create to its last answer. Alternated three times: a ratio per round, and their median.
 func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.Config, n int) string {
 	rc := rest.CopyConfig(cfg.Client().RESTConfig())
 	rc.QPS, rc.Burst = 500, 1000
@@ -480,7 +595,8 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 	}
 	installPattern(ctx, t, cfg, "mirror")
 	var rounds []string
-	for round := range 2 {
+	var ratios []float64
+	for round := range 3 {
 		ns := envconf.RandomName("bench-ratio", 20)
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
@@ -526,13 +642,21 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 		w.Stop()
 		stop()
 		ratio := float64(converged) / float64(baseline)
+		ratios = append(ratios, ratio)
 		t.Logf("round %d: client-go %s, mirror %s: ratio %.2f", round+1, baseline.Round(time.Millisecond), converged.Round(time.Millisecond), ratio)
 		rounds = append(rounds, fmt.Sprintf("client-go %s, mirror %s: **%.2f**", baseline.Round(time.Millisecond), converged.Round(time.Millisecond), ratio))
 		if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return strings.Join(rounds, "; ")
+	slices.Sort(ratios)
+	verdict := "the goal is reached"
+	if ratios[len(ratios)/2] > 1.2 {
+		verdict = "**the goal is not reached**; beyond the loop's one create per source, mirror reconciles once more (writing " +
+			"nothing) on each child's watch event, on the two cores that the API server and etcd share — the cause is not isolated " +
+			"further; the rounds spread " + fmt.Sprintf("%.2f–%.2f", ratios[0], ratios[len(ratios)-1])
+	}
+	return fmt.Sprintf("%s; the median of the %d rounds: **%.2f** — %s", strings.Join(rounds, "; "), len(ratios), ratios[len(ratios)/2], verdict)
 }
 
 // benchSummaryPods runs summary over pods kwok Pods of 20 Deployments, one Workload each, and
@@ -541,16 +665,7 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 // and status updates of Pods, from kube-apiserver's own request counts over the same span).
 func benchSummaryPods(ctx context.Context, t *testing.T, cfg *envconf.Config, pods int) string {
 	const workloads, scales, step = 20, 5, 10
-	rc := rest.CopyConfig(cfg.Client().RESTConfig())
-	rc.QPS, rc.Burst = 500, 1000
-	c, err := client.New(rc, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := envconf.RandomName("bench-summary", 20)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	rc, c, ns := benchNamespace(ctx, t, cfg, "bench-summary")
 	stop := runPattern(ctx, t, cfg, "summary", "--watch-namespaces", ns)
 	defer stop()
 	per := int32(pods / workloads)
@@ -613,9 +728,6 @@ func benchSummaryPods(ctx context.Context, t *testing.T, cfg *envconf.Config, po
 		}
 	}
 	slices.Sort(took)
-	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
 	return fmt.Sprintf("%d Pods in %d Workloads; %d scale-ups by %d Pods: scale → Workload status showing them ready p50 %s, max %s; "+
 		"%d Workload status writes for %d Pod writes: **%.2f per Pod change** (goal ≤ 1)", workloads*int(per), workloads, scales, step,
 		took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond), statusWrites, podChanges,
@@ -666,13 +778,18 @@ func TestBenchGrowth(t *testing.T) {
 			t.Setenv("GOGC", "25")
 			var heaps []float64
 			var cells []string
+			// One namespace, grown from one size to the next; each size measured by a restart.
+			ns := envconf.RandomName("growth-"+bc.pattern, 24)
+			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			stop := runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)
+			had := 0
 			for _, n := range sizes {
-				ns := envconf.RandomName("growth-"+bc.pattern, 24)
-				if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				if err := bc.fill(ctx, c, ns, had, n, 15*time.Minute); err != nil {
 					t.Fatal(err)
 				}
-				stop := runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)
-				bc.populate(ctx, t, c, ns, n, 15*time.Minute)
+				had = n
 				stop()
 				began := time.Now()
 				stop = runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)
@@ -682,11 +799,8 @@ func TestBenchGrowth(t *testing.T) {
 				rss, live := rssKiB(t, p.Cmd.Process.Pid), liveHeap(t, filepath.Join(logs, bc.pattern+".log"))
 				heaps = append(heaps, live)
 				cells = append(cells, fmt.Sprintf("%d: start %s, RSS %.1f MiB, live heap %.0f MB", n, ready.Round(10*time.Millisecond), float64(rss)/1024, live))
-				stop()
-				if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-					t.Fatal(err)
-				}
 			}
+			stop() // the namespace stays: the cluster goes at the end of the run
 			first, last := sizes[0], sizes[len(sizes)-1]
 			perObject := (heaps[len(heaps)-1] - heaps[0]) * 1e6 / float64(last-first)
 			row := fmt.Sprintf("| %s | %s | %.0f B | **%.1f** for %.0f× the objects |", bc.pattern, strings.Join(cells, "; "), perObject,
@@ -723,4 +837,113 @@ most that). Patterns whose objects make Deployments (widget, conditional, reload
 		return ctx
 	})
 	testEnv.Test(t, f.Feature())
+}
+
+// benchReloader runs the reloader over deployments opted-in Deployments (replicas 0), each
+// referencing a ConfigMap of its own, converged (every baseline recorded); then updates the
+// ConfigMaps of the first changes of them one by one: the latency from each update to its
+// Deployment's template change (seen through a watch), and how many Deployments' templates
+// changed in all (goal: exactly changes). Then a burst: 50 updates, as fast as one client sends
+// them, to the ConfigMap of the last Deployment: that Deployment's template changes (goal ≤ 3),
+// and its final template digest against the digest of the ConfigMap's final data.
+func benchReloader(ctx context.Context, t *testing.T, cfg *envconf.Config, deployments, changes int) string {
+	const burst = 50
+	_, c, ns := benchNamespace(ctx, t, cfg, "bench-reloader")
+	stop := runPattern(ctx, t, cfg, "reloader", "--watch-namespaces", ns)
+	defer stop()
+	i := slices.IndexFunc(benchCases, func(bc benchCase) bool { return bc.pattern == "reloader" })
+	benchCases[i].populate(ctx, t, c, ns, deployments, 10*time.Minute)
+	templates := func() map[string]string {
+		list := &appsv1.DeploymentList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, d := range list.Items {
+			out[d.Name] = d.Spec.Template.Annotations[digest.Annotation]
+		}
+		return out
+	}
+	before := templates()
+	lat := changeLatencies(ctx, t, c, ns, changes, "bench")
+	time.Sleep(reloader.DefaultCoalesceWindow + 2*time.Second) // a stray rollout would land
+	after := templates()
+	changed := 0
+	for name, d := range after {
+		if before[name] != d {
+			changed++
+		}
+	}
+
+	name := fmt.Sprintf("app-%04d", deployments-1)
+	w, err := c.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	rollouts, last := 0, after[name]
+	go func() {
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok {
+				mu.Lock()
+				if now := d.Spec.Template.Annotations[digest.Annotation]; now != last {
+					rollouts, last = rollouts+1, now
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	cm := &corev1.ConfigMap{}
+	began := time.Now()
+	for j := range burst {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["k"] = fmt.Sprintf("burst-%d", j)
+		if err := c.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spanned := time.Since(began)
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	want := reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(r reloader.Ref) client.Object {
+		p, err := reloader.Project(cm.DeepCopy()) // the final data: the last update's
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(client.Object)
+	}))
+	waitForLong(t, name+" at the final data's digest", 2*time.Minute, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return last == want, nil
+	})
+	time.Sleep(reloader.DefaultCoalesceWindow + 2*time.Second) // one more rollout would land
+	mu.Lock()
+	final, n := last, rollouts
+	mu.Unlock()
+	verdict := "equal to"
+	if final != want {
+		verdict = "**not** equal to"
+	}
+	return fmt.Sprintf("%d opted-in Deployments (replicas 0), each referencing a ConfigMap of its own; %d of the ConfigMaps updated one "+
+		"by one: update → template change p50 %s, p99 %s; **%d Deployments' templates changed** in all (goal: exactly %d). A burst of %d "+
+		"updates to one ConfigMap in %s: **%d template changes** of its Deployment (goal ≤ 3), its final template digest %s the "+
+		"digest of the final data", deployments, changes, lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond),
+		changed, changes, burst, spanned.Round(time.Millisecond), n, verdict)
+}
+
+// benchNamespace is fastClient, its config, and a new namespace named from prefix.
+func benchNamespace(ctx context.Context, t *testing.T, cfg *envconf.Config, prefix string) (*rest.Config, client.WithWatch, string) {
+	t.Helper()
+	c, rc := fastClientConfig(t, cfg)
+	ns := envconf.RandomName(prefix, 20)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return rc, c, ns
 }
