@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,10 @@ import (
 
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	reloader "github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/digest"
+	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
+	summary "github.com/kpatterns/kpatterns/summary/controller"
 )
 
 // chaosSize is one size of the chaos scenarios: full for `go tool task chaos`, short for the e2e
@@ -51,9 +56,11 @@ var (
 // chaosLease makes a SIGKILL handover take seconds rather than run's default 15 s lease.
 var chaosLease = []string{"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
 
-// TestChaos runs mirror through faults, each scenario bounded in count and time and ending with an
-// exact check of the final state: every source's final data is its child's, and no child mirror
-// does not own was written or deleted. KPATTERNS_CHAOS=1 (`go tool task chaos`) runs the full
+// TestChaos runs mirror (and, through an API server restart, the reloader and summary) through
+// faults, each scenario bounded in count and time and ending with an exact check of the final
+// state: every source's final data is its child's, no child mirror does not own was written or
+// deleted, every Deployment's digest is its ConfigMap's final data's, every Workload's status
+// counts its Pods. KPATTERNS_CHAOS=1 (`go tool task chaos`) runs the full
 // sizes and writes docs/chaos.md; without it the short sizes run as part of the e2e suite.
 //
 //	KPATTERNS_CHAOS=1 go test -count=1 -v -timeout 30m -run TestChaos ./e2e/
@@ -121,6 +128,18 @@ func TestChaos(t *testing.T) {
 			// restart it, and so does this test: a crash loop is more than 2 exits.
 			sup := superviseMirror(ctx, t, cfg, "restart-"+component, "--leader-elect=true",
 				"--leader-elect-lease-duration", "30s", "--leader-elect-renew-deadline", "20s")
+			// Through the same API server restart, the reloader and summary with a stream of their own.
+			rsDone := make(chan struct{})
+			var rs *reloaderSummary
+			var rsWrites int
+			var rsErr error
+			if component == "kube-apiserver" {
+				rs = startReloaderSummary(ctx, t, cfg, c, size)
+				defer rs.stop()
+				go func() { defer close(rsDone); rsWrites, rsErr = rs.stream(ctx, c, size.stream) }()
+			} else {
+				close(rsDone)
+			}
 			var down time.Duration
 			writes := streamUpdates(ctx, t, c, ns, srcs, size.stream, func() {
 				began := time.Now()
@@ -137,6 +156,15 @@ func TestChaos(t *testing.T) {
 			report(t, component+" restarted mid-stream (data and port kept; leader election with a 20 s renew deadline)",
 				fmt.Sprintf("%d updates to %d sources; unavailable %s; mirror exited %d times (restarted as a kubelet would); **%d lost**",
 					writes, len(srcs), down.Round(100*time.Millisecond), exits, lost))
+			if <-rsDone; rsErr != nil {
+				t.Fatal(rsErr)
+			}
+			if rs != nil {
+				report(t, "reloader and summary through the same kube-apiserver restart (no leader election)",
+					fmt.Sprintf("%d ConfigMap updates over %d opted-in Deployments of one kwok Pod each, a Workload each; **%d Deployments or Workloads wrong** "+
+						"(a template digest not its ConfigMap's final data's, a status not counting its Pods) 2 minutes after the last change",
+						rsWrites, len(rs.names), rs.wrong(ctx, t, c)))
+			}
 			return ctx
 		})
 	}
@@ -274,16 +302,23 @@ func TestChaos(t *testing.T) {
 	testEnv.Test(t, f.Feature())
 }
 
-// fastClient is an admin client without client-go's 5 requests/s default: the load is what is tested.
-func fastClient(t *testing.T, cfg *envconf.Config) client.Client {
+// fastClient is an admin client without client-go's 5 requests/s default (the load is what is
+// tested), and its config.
+func fastClient(t *testing.T, cfg *envconf.Config) client.WithWatch {
+	t.Helper()
+	c, _ := fastClientConfig(t, cfg)
+	return c
+}
+
+func fastClientConfig(t *testing.T, cfg *envconf.Config) (client.WithWatch, *rest.Config) {
 	t.Helper()
 	rc := rest.CopyConfig(cfg.Client().RESTConfig())
 	rc.QPS, rc.Burst = 500, 1000
-	c, err := client.New(rc, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, rc
 }
 
 // runMirror runs one mirror process as its ServiceAccount, without leader election unless args turn it on.
@@ -467,10 +502,7 @@ func streamUpdates(ctx context.Context, t *testing.T, c client.Client, ns string
 // is now, and returns how many do not by then; each is reported.
 func lostUpdates(ctx context.Context, t *testing.T, c client.Client, ns string, srcs []string) int {
 	t.Helper()
-	var behind []string
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		behind = behind[:0]
+	return settled(t, "not mirrored 2 minutes after the last change", func() (behind []string) {
 		for _, name := range srcs {
 			src, child := &corev1.ConfigMap{}, &corev1.ConfigMap{}
 			err := errors.Join(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, src),
@@ -479,15 +511,24 @@ func lostUpdates(ctx context.Context, t *testing.T, c client.Client, ns string, 
 				behind = append(behind, fmt.Sprintf("%s: source %v, child %v (%v)", name, src.Data, child.Data, err))
 			}
 		}
-		if len(behind) == 0 || time.Now().After(deadline) {
-			break
-		}
+		return behind
+	})
+}
+
+// settled polls wrong (every 500 ms, at most 2 minutes) until it names nothing, and reports what it
+// names by then, each as "what: …"; it returns their number.
+func settled(t *testing.T, what string, wrong func() []string) int {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	left := wrong()
+	for len(left) > 0 && time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
+		left = wrong()
 	}
-	for _, b := range behind {
-		t.Errorf("not mirrored 2 minutes after the last change: %s", b)
+	for _, w := range left {
+		t.Errorf("%s: %s", what, w)
 	}
-	return len(behind)
+	return len(left)
 }
 
 func foreignChild(ns, name string) *corev1.ConfigMap {
@@ -552,11 +593,13 @@ func writeChaosPage(t *testing.T, size chaosSize, rows []string) {
 	page := fmt.Sprintf(`# Chaos results
 
 Written by `+"`go tool task chaos`"+` (%s) on %s. Command: `+"`KPATTERNS_CHAOS=1 go test -count=1 -v -timeout 30m -run TestChaos ./e2e/`"+`
-(%s). Each scenario runs mirror as its ServiceAccount on the local cluster and ends with an
-exact check: every source's child holds the source's data as it is at the end (a child that does
-not within 2 minutes of the last change is a **lost** update), and no ConfigMap that mirror does
-not own was written or deleted (same resourceVersion as when it was created). The test fails on
-any lost update or touched foreign object.
+(%s). Each scenario runs mirror as its ServiceAccount on the local cluster — one runs the
+reloader and summary — and ends with an exact check: every source's child holds the source's data
+as it is at the end (a child that does not within 2 minutes of the last change is a **lost**
+update), no ConfigMap that mirror does not own was written or deleted (same resourceVersion as
+when it was created), every Deployment's template digest is the digest of its ConfigMap's final
+data, and every Workload's status counts its Pods as they are. The test fails on any lost update,
+touched foreign object or wrong digest or status.
 
 | scenario | result |
 |---|---|
@@ -573,4 +616,107 @@ The least-privilege table (each RBAC rule removed in turn) is [least-privilege.m
 func (s chaosSize) String() string {
 	return fmt.Sprintf("%d sources per stream, each stream %s; %d conflicting updates; %d races; %d sources against the overloaded API server",
 		s.sources, s.stream, s.conflicts, s.races, s.overload)
+}
+
+// reloaderSummary is the reloader and summary (without leader election: an API server away for
+// longer than a renew deadline makes a leader exit by design, as mirror's scenario shows) over
+// opted-in Deployments of one kwok Pod, each with a ConfigMap of its own and a Workload selecting
+// its Pods.
+type reloaderSummary struct {
+	c     client.Client
+	ns    string
+	names []string
+	stops []func()
+}
+
+// startReloaderSummary creates size.sources/2 such Deployments (at least 5) and waits for both
+// patterns to have converged on them.
+func startReloaderSummary(ctx context.Context, t *testing.T, cfg *envconf.Config, c client.Client, size chaosSize) *reloaderSummary {
+	t.Helper()
+	rs := &reloaderSummary{c: c, ns: envconf.RandomName("chaos-rs", 16)}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rs.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"reloader", "summary"} {
+		rs.stops = append(rs.stops, runPattern(ctx, t, cfg, p, "--leader-elect=false", "--watch-namespaces", rs.ns))
+	}
+	for i := range max(size.sources/2, 5) {
+		name := fmt.Sprintf("app-%03d", i)
+		rs.names = append(rs.names, name)
+		d := deploymentUsing(rs.ns, name, name, true)
+		err := errors.Join(
+			c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rs.ns}, Data: map[string]string{"v": "0"}}),
+			c.Create(ctx, d),
+			c.Create(ctx, &summaryv1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rs.ns},
+				Spec: summaryv1alpha1.WorkloadSpec{Selector: d.Spec.Selector.MatchLabels}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if wrong := rs.wrong(ctx, t, c); wrong > 0 {
+		t.Fatalf("%d Deployments or Workloads not converged before the fault", wrong)
+	}
+	return rs
+}
+
+// stop stops both patterns and deletes their namespace.
+func (rs *reloaderSummary) stop() {
+	for _, stop := range rs.stops {
+		stop()
+	}
+	_ = rs.c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rs.ns}})
+}
+
+// stream updates random ConfigMaps for d (each update a rollout: new Pods for kwok and summary),
+// retrying while the API server is away, and returns the number of updates. Any goroutine.
+func (rs *reloaderSummary) stream(ctx context.Context, c client.Client, d time.Duration) (int, error) {
+	rng := rand.New(rand.NewPCG(3, 4)) // the same sequence every run
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); n++ {
+		if err := updateSource(ctx, c, rs.ns, rs.names[rng.IntN(len(rs.names))], strconv.Itoa(n+1), nil); err != nil {
+			return n, fmt.Errorf("reloader and summary: update %d: %w", n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return n, nil
+}
+
+// wrong waits (at most 2 minutes) until every Deployment's template digest is the digest of its
+// ConfigMap's data (none, and a baseline recorded, for a ConfigMap never updated) and every Workload's status counts the Pods its selector matches (summary's own
+// Summarize over the API server's Pods), and returns how many are wrong by then; each is reported.
+func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T, c client.Client) int {
+	t.Helper()
+	ns := rs.ns
+	return settled(t, "2 minutes after the last change", func() (wrong []string) {
+		for _, name := range rs.names {
+			cm, d, w, pods := &corev1.ConfigMap{}, &appsv1.Deployment{}, &summaryv1alpha1.Workload{}, &corev1.PodList{}
+			key := client.ObjectKey{Namespace: ns, Name: name}
+			if err := errors.Join(c.Get(ctx, key, cm), c.Get(ctx, key, d), c.Get(ctx, key, w)); err != nil {
+				wrong = append(wrong, fmt.Sprintf("%s: %v", name, err))
+				continue
+			}
+			if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(w.Spec.Selector)); err != nil {
+				wrong = append(wrong, fmt.Sprintf("%s: %v", name, err))
+				continue
+			}
+			p, err := reloader.Project(cm)
+			if err != nil {
+				wrong = append(wrong, fmt.Sprintf("ConfigMap %s: %v", name, err))
+				continue
+			}
+			want := reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(reloader.Ref) client.Object { return p.(client.Object) }))
+			// A ConfigMap never updated leaves the template untouched (the reloader records its
+			// baseline on first sight); an updated one, the digest of its final data.
+			switch got := d.Spec.Template.Annotations[digest.Annotation]; {
+			case cm.Data["v"] == "0" && (got != "" || d.Annotations[reloader.SeenAnnotation] == ""):
+				wrong = append(wrong, fmt.Sprintf("Deployment %s: never updated, template digest %q, baseline %q", name, got, d.Annotations[reloader.SeenAnnotation]))
+			case cm.Data["v"] != "0" && got != want:
+				wrong = append(wrong, fmt.Sprintf("Deployment %s: template digest %.12s, its ConfigMap's data %v is %.12s", name, got, cm.Data, want))
+			}
+			if total, ready, _ := summary.Summarize(pods.Items); w.Status.Total != total || w.Status.Ready != ready {
+				wrong = append(wrong, fmt.Sprintf("Workload %s: status %d/%d ready, its Pods %d/%d", name, w.Status.Ready, w.Status.Total, ready, total))
+			}
+		}
+		return wrong
+	})
 }
