@@ -141,17 +141,9 @@ func (bc benchCase) fill(ctx context.Context, c client.Client, ns string, from, 
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("%s: %w", bc.pattern, err)
 	}
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := bc.converged(ctx, c, ns, n)
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s converged over %d: not within %s (%v)", bc.pattern, n, limit, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	return pollUntil(fmt.Sprintf("%s converged over %d", bc.pattern, n), limit, func(ctx context.Context) (bool, error) {
+		return bc.converged(ctx, c, ns, n)
+	})
 }
 
 func deploymentUsingReplicas(ns, name, cm string, replicas int32) *appsv1.Deployment {
@@ -280,12 +272,7 @@ func TestBench(t *testing.T) {
 // restarts them one by one and counts the writes in the window after the last restart: the
 // table's rows, and the line comparing kube-apiserver's total with the patterns' own counts.
 func benchConverged(ctx context.Context, t *testing.T, cfg *envconf.Config, n int, window time.Duration) (rows []string, total string) {
-	rc := rest.CopyConfig(cfg.Client().RESTConfig())
-	rc.QPS, rc.Burst = 500, 1000
-	c, err := client.New(rc, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, rc := fastClientConfig(t, cfg)
 	t.Setenv("GODEBUG", "gctrace=1") // the patterns inherit it: their logs have each GC's live heap
 	written := map[string]bool{}     // what any of the patterns may write
 	namespaces := make([]string, len(benchCases))
@@ -402,14 +389,22 @@ func clientWrites(t *testing.T, addr string) (string, int) {
 
 func waitForLong(t *testing.T, what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
+	if err := pollUntil(what, limit, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pollUntil polls cond every 500 ms until it is true, or returns an error naming what and cond's
+// last error once limit has passed. Any goroutine.
+func pollUntil(what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) error {
 	deadline := time.Now().Add(limit)
 	for {
 		ok, err := cond(context.Background())
 		if ok {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s (%v)", what, limit, err)
+			return fmt.Errorf("%s: not within %s (%v)", what, limit, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -910,13 +905,10 @@ func benchReloader(ctx context.Context, t *testing.T, cfg *envconf.Config, deplo
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 		t.Fatal(err)
 	}
-	want := reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(r reloader.Ref) client.Object {
-		p, err := reloader.Project(cm.DeepCopy()) // the final data: the last update's
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p.(client.Object)
-	}))
+	want, err := templateDigest(d, cm) // cm holds the final data: the last update's
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitForLong(t, name+" at the final data's digest", 2*time.Minute, func(context.Context) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()

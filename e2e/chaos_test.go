@@ -136,7 +136,7 @@ func TestChaos(t *testing.T) {
 			if component == "kube-apiserver" {
 				rs = startReloaderSummary(ctx, t, cfg, c, size)
 				defer rs.stop()
-				go func() { defer close(rsDone); rsWrites, rsErr = rs.stream(ctx, c, size.stream) }()
+				go func() { defer close(rsDone); rsWrites, rsErr = rs.stream(ctx, size.stream) }()
 			} else {
 				close(rsDone)
 			}
@@ -163,7 +163,7 @@ func TestChaos(t *testing.T) {
 				report(t, "reloader and summary through the same kube-apiserver restart (no leader election)",
 					fmt.Sprintf("%d ConfigMap updates over %d opted-in Deployments of one kwok Pod each, a Workload each; **%d Deployments or Workloads wrong** "+
 						"(a template digest not its ConfigMap's final data's, a status not counting its Pods) 2 minutes after the last change",
-						rsWrites, len(rs.names), rs.wrong(ctx, t, c)))
+						rsWrites, len(rs.names), rs.wrong(ctx, t)))
 			}
 			return ctx
 		})
@@ -653,7 +653,7 @@ func startReloaderSummary(ctx context.Context, t *testing.T, cfg *envconf.Config
 			t.Fatal(err)
 		}
 	}
-	if wrong := rs.wrong(ctx, t, c); wrong > 0 {
+	if wrong := rs.wrong(ctx, t); wrong > 0 {
 		t.Fatalf("%d Deployments or Workloads not converged before the fault", wrong)
 	}
 	return rs
@@ -669,11 +669,11 @@ func (rs *reloaderSummary) stop() {
 
 // stream updates random ConfigMaps for d (each update a rollout: new Pods for kwok and summary),
 // retrying while the API server is away, and returns the number of updates. Any goroutine.
-func (rs *reloaderSummary) stream(ctx context.Context, c client.Client, d time.Duration) (int, error) {
+func (rs *reloaderSummary) stream(ctx context.Context, d time.Duration) (int, error) {
 	rng := rand.New(rand.NewPCG(3, 4)) // the same sequence every run
 	n := 0
 	for end := time.Now().Add(d); time.Now().Before(end); n++ {
-		if err := updateSource(ctx, c, rs.ns, rs.names[rng.IntN(len(rs.names))], strconv.Itoa(n+1), nil); err != nil {
+		if err := updateSource(ctx, rs.c, rs.ns, rs.names[rng.IntN(len(rs.names))], strconv.Itoa(n+1), nil); err != nil {
 			return n, fmt.Errorf("reloader and summary: update %d: %w", n, err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -684,9 +684,9 @@ func (rs *reloaderSummary) stream(ctx context.Context, c client.Client, d time.D
 // wrong waits (at most 2 minutes) until every Deployment's template digest is the digest of its
 // ConfigMap's data (none, and a baseline recorded, for a ConfigMap never updated) and every Workload's status counts the Pods its selector matches (summary's own
 // Summarize over the API server's Pods), and returns how many are wrong by then; each is reported.
-func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T, c client.Client) int {
+func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T) int {
 	t.Helper()
-	ns := rs.ns
+	c, ns := rs.c, rs.ns
 	return settled(t, "2 minutes after the last change", func() (wrong []string) {
 		for _, name := range rs.names {
 			cm, d, w, pods := &corev1.ConfigMap{}, &appsv1.Deployment{}, &summaryv1alpha1.Workload{}, &corev1.PodList{}
@@ -699,12 +699,11 @@ func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T, c client.Cli
 				wrong = append(wrong, fmt.Sprintf("%s: %v", name, err))
 				continue
 			}
-			p, err := reloader.Project(cm)
+			want, err := templateDigest(d, cm)
 			if err != nil {
 				wrong = append(wrong, fmt.Sprintf("ConfigMap %s: %v", name, err))
 				continue
 			}
-			want := reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(reloader.Ref) client.Object { return p.(client.Object) }))
 			// A ConfigMap never updated leaves the template untouched (the reloader records its
 			// baseline on first sight); an updated one, the digest of its final data.
 			switch got := d.Spec.Template.Annotations[digest.Annotation]; {
@@ -719,4 +718,14 @@ func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T, c client.Cli
 		}
 		return wrong
 	})
+}
+
+// templateDigest is the Pod-template digest the reloader writes for d, whose only source is cm:
+// its own Refs, Project, Digests and Combined over cm's data.
+func templateDigest(d *appsv1.Deployment, cm *corev1.ConfigMap) (string, error) {
+	p, err := reloader.Project(cm.DeepCopy())
+	if err != nil {
+		return "", err
+	}
+	return reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(reloader.Ref) client.Object { return p.(client.Object) })), nil
 }

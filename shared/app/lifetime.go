@@ -59,7 +59,7 @@ func Serve(ctx context.Context, mgr manager.Manager, p Pattern, o RunOptions) er
 			return err
 		}
 	}
-	err := start(ctx, mgr, stopGrace) // returns once every runnable has stopped: no reconcile in flight
+	err := Start(ctx, mgr) // returns once every runnable has stopped: no reconcile in flight
 	timeout := h.ExitTimeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
@@ -80,6 +80,9 @@ func Serve(ctx context.Context, mgr manager.Manager, p Pattern, o RunOptions) er
 // stopGrace bounds how long the manager may take to return once ctx has ended: its graceful
 // shutdown timeout (30 s) and some.
 const stopGrace = 45 * time.Second
+
+// Start is mgr.Start bounded once stopped: start with the 45 s stopGrace.
+func Start(ctx context.Context, mgr manager.Manager) error { return start(ctx, mgr, stopGrace) }
 
 // start runs mgr until ctx ends and returns its error — or, if the manager has not returned grace
 // after ctx ended, an error saying so, and the process exits. controller-runtime v0.25's manager

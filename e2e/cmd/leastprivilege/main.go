@@ -203,7 +203,7 @@ func without(pattern, bin string, rule testenv.Rule) result {
 		return r
 	}
 	fails := failLine.FindAllStringSubmatch(buf.String(), -1)
-	if len(fails) == 0 { // failed outside a test: TestMain, a panic, the timeout
+	if len(fails) == 0 { // failed outside a test: TestMain, a panic
 		r.failed, r.detail = "the suite's start", lastLines(buf.String(), 1)
 		return r
 	}
