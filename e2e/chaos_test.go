@@ -293,6 +293,17 @@ func TestChaos(t *testing.T) {
 		return ctx
 	})
 	f = f.Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		// The cluster as the tests after this one expect it: after this test's API server restarts,
+		// the cluster's own components' watches wait out client-go's backoff (up to a minute), and
+		// no Pod would run meanwhile; restarted, they list and watch at once.
+		for _, agent := range localcluster.Agents {
+			if err := localProvider.Cluster().Restart(agent, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := localProvider.Cluster().WaitReady(ctx, clientFor(t, cfg)); err != nil {
+			t.Fatal(err)
+		}
 		_ = clientFor(t, cfg).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		if full {
 			writeChaosPage(t, size, rows)

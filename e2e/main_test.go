@@ -68,7 +68,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	testEnv.Setup(envfuncs.CreateCluster(provider, name), buildPatterns(name))
+	testEnv.Setup(envfuncs.CreateCluster(provider, name), applyCRDs, buildPatterns(name), crdsAdmitted)
 	testEnv.Finish(envfuncs.ExportClusterLogs(name, logs), envfuncs.DestroyCluster(name),
 		func(ctx context.Context, _ *envconf.Config) (context.Context, error) { return ctx, os.RemoveAll(bins) })
 	os.Exit(testEnv.Run(m))

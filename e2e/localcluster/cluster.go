@@ -16,11 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -56,6 +58,10 @@ type Cluster struct {
 	procs      []*exec.Cmd
 	logs       []*os.File
 }
+
+// Agents are the components Start runs as processes of their own, in start order: Restart can
+// restart each as it was started.
+var Agents = []string{"kube-controller-manager", "kube-scheduler", "kwok"}
 
 // Start starts the cluster in dir (created if missing) and returns once the node is Ready and
 // untainted and the default ServiceAccount exists. On failure everything started is stopped and
@@ -242,19 +248,29 @@ func (c *Cluster) notReady(ctx context.Context, cl client.Client) string {
 
 // start runs a component in its own process group, logging to logs/<name>.log.
 func (c *Cluster) start(assets, name string, args ...string) error {
-	log, err := c.logFile(name)
+	cmd, err := c.launch(filepath.Join(assets, name), args)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(assets, name), args...)
+	c.procs = append(c.procs, cmd)
+	return nil
+}
+
+// launch starts the binary at path in its own process group, appending to its log.
+func (c *Cluster) launch(path string, args []string) (*exec.Cmd, error) {
+	name := filepath.Base(path)
+	log, err := c.logFile(name)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	c.procs = append(c.procs, cmd)
 	go func() { _ = cmd.Wait() }()
-	return nil
+	return cmd, nil
 }
 
 // Stop stops every process in reverse start order (SIGTERM, then SIGKILL after 10 s), then
@@ -282,7 +298,10 @@ func (c *Cluster) Stop() error {
 // directory, client port and certificates, so that every client — the cluster's own components
 // and the patterns — sees the same cluster again once it has reconnected. apiServerFlags, if
 // given, are set on kube-apiserver for this start and the ones after (a chaos run's small
-// --max-requests-inflight, say; pass the defaults back to undo it).
+// --max-requests-inflight, say; pass the defaults back to undo it). One of Agents is restarted
+// with the arguments it was started with (SIGTERM, SIGKILL after 10 s): after several API server
+// restarts their watches wait out client-go's backoff (up to a minute) before they see anything,
+// and a restarted agent lists and watches at once.
 func (c *Cluster) Restart(component string, down time.Duration, apiServerFlags map[string]string) error {
 	if c.env == nil {
 		return errors.New("the cluster is not running")
@@ -299,7 +318,7 @@ func (c *Cluster) Restart(component string, down time.Duration, apiServerFlags m
 		addr = net.JoinHostPort(cp.APIServer.Address, cp.APIServer.Port)
 		cp.APIServer.StopTimeout = 5 * time.Second
 	default:
-		return fmt.Errorf("restart %q: only etcd and kube-apiserver can be restarted", component)
+		return c.restartAgent(component, down)
 	}
 	// SIGTERM, and SIGKILL after 5 s: kube-apiserver may take longer than that to drain its
 	// watches, and a kill is as fair a fault as a stop. Either way the port must be free again.
@@ -317,6 +336,35 @@ func (c *Cluster) Restart(component string, down time.Duration, apiServerFlags m
 	if err := start(); err != nil {
 		return fmt.Errorf("starting %s again: %w%s", component, err, tail(filepath.Join(c.Dir, "logs", component+".log")))
 	}
+	return nil
+}
+
+func (c *Cluster) restartAgent(name string, down time.Duration) error {
+	i := slices.IndexFunc(c.procs, func(p *exec.Cmd) bool { return filepath.Base(p.Path) == name })
+	if i < 0 {
+		return fmt.Errorf("restart %q: not a component of this cluster (etcd, kube-apiserver, %s)", name, strings.Join(Agents, ", "))
+	}
+	old := c.procs[i]
+	stopProcess(old.Process, 10*time.Second)
+	if name == "kwok" {
+		// kwok holds the node's Lease under an identity new in each process, so a new kwok would
+		// wait for the old one's Lease to expire (40 s) before it runs any Pod: the Lease goes
+		// with the process that held it.
+		cl, err := client.New(c.Config, client.Options{})
+		if err != nil {
+			return err
+		}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: NodeName}}
+		if err := cl.Delete(context.Background(), lease); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting kwok's node Lease: %w", err)
+		}
+	}
+	time.Sleep(down)
+	cmd, err := c.launch(old.Path, old.Args[1:])
+	if err != nil {
+		return fmt.Errorf("starting again: %w", err)
+	}
+	c.procs[i] = cmd
 	return nil
 }
 

@@ -847,9 +847,11 @@ func (d *demo) recreate(obj, child client.Object) error {
 	return d.c.Create(d.ctx, obj)
 }
 
-// waitFor reads ns/name into obj until done() holds.
+// waitFor reads ns/name into obj until done() holds. Every 5 s of waiting it says so, with the
+// first condition of obj that is not True (if it has conditions): a wait is never silent.
 func (d *demo) waitFor(name string, obj client.Object, done func() bool) error {
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	began, said := time.Now(), time.Now()
+	for deadline := began.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 		if err == nil && done() {
 			return nil
@@ -857,8 +859,33 @@ func (d *demo) waitFor(name string, obj client.Object, done func() bool) error {
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		if time.Since(said) >= 5*time.Second {
+			said = time.Now()
+			fmt.Printf("    … still waiting for %s (%s)%s\n", name, time.Since(began).Round(time.Second), pending(obj))
+		}
 	}
 	return fmt.Errorf("%T %s did not reach the expected state", obj, name)
+}
+
+// pending is ": Type=Status Reason: message" for obj's first condition that is not True, with
+// what a message about a missing RESTMapping means; "" without one.
+func pending(obj client.Object) string {
+	o, ok := obj.(interface{ GetConditions() []metav1.Condition })
+	if !ok {
+		return ""
+	}
+	for _, c := range o.GetConditions() {
+		if c.Status == metav1.ConditionTrue {
+			continue
+		}
+		out := fmt.Sprintf(": %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+		if strings.Contains(c.Message, "cannot find RESTMapping") {
+			out += "\n      (kube-apiserver's admission learns a new CRD's kind on its 30 s refresh; until then it refuses " +
+				"children owned by one with blockOwnerDeletion, and the pattern retries)"
+		}
+		return out
+	}
+	return ""
 }
 
 func ready(conds []metav1.Condition) bool {
