@@ -54,6 +54,8 @@ type benchCase struct {
 	note      string
 	// repairs is the write requests per object that a restart costs by design (0: none may).
 	repairs int
+	// grow is the growth's create, where it differs from create.
+	grow func(ctx context.Context, c client.Client, ns string, i int) error
 	// finalizes: its objects carry its finalizer, so they are deleted while it still runs (a
 	// stopped pattern leaves them undeletable, and a later run of it finds them).
 	finalizes bool
@@ -94,6 +96,17 @@ var benchCases = []benchCase{
 				return err
 			}
 			return c.Create(ctx, deploymentUsingReplicas(ns, name, name, 0))
+		},
+		// Paused: kube-controller-manager makes no ReplicaSet for them, and 10,000 of those would
+		// cost it minutes; the reloader caches and reads a paused Deployment as any other.
+		grow: func(ctx context.Context, c client.Client, ns string, i int) error {
+			name := fmt.Sprintf("app-%05d", i)
+			if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{"k": name}}); err != nil {
+				return err
+			}
+			d := deploymentUsingReplicas(ns, name, name, 0)
+			d.Spec.Paused = true
+			return c.Create(ctx, d)
 		},
 		converged: func(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
 			list := &appsv1.DeploymentList{}
@@ -616,14 +629,15 @@ end of the window.
 started (one worker, its ServiceAccount, no client-side rate limit) and timed from /readyz to the
 watch delivering its %d-th child, against one goroutine creating the same %d children (mirror's
 own Desired of each source: label, data, controller ownerReference) of sources like them in a
-namespace mirror does not watch, with the same client, in the same run; each timed part 3 s after
-the untimed creates before it, no namespace deleted (goal: ratio ≤ 1.2). %s.
+namespace mirror does not watch, with the same client, in the same run, timed from its first
+create to the same kind of watch delivering its %d-th child; each timed part 3 s after the untimed
+creates before it, no namespace deleted (goal: ratio ≤ 1.2). %s.
 
 **summary over many Pods** (kwok runs them; summary watches only that namespace): %s.
 
 **reloader over many Deployments**: %s.
 `, time.Now().UTC().Format("2006-01-02"), machine(), p.command, time.Since(p.began).Round(time.Second), p.n, p.spacing, p.window,
-		strings.Join(p.rows, "\n"), p.total, 2*p.n, 2*p.n, 2*p.n, p.ratio, p.pods, p.reloader)
+		strings.Join(p.rows, "\n"), p.total, 2*p.n, 2*p.n, 2*p.n, 2*p.n, p.ratio, p.pods, p.reloader)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -637,9 +651,9 @@ the untimed creates before it, no namespace deleted (goal: ratio ≤ 1.2). %s.
 // client-go loop doing the same n creates: the children mirror writes (mirror.Desired of each
 // source: its label, data and controller ownerReference), of n sources like mirror's in a
 // namespace mirror does not watch, with the same client (mirror's ServiceAccount, no client-side
-// rate limit, as `run --kubeconfig` has) and one writer each (mirror's one worker). mirror is timed
-// from /readyz (its informers synced) to the watch delivering the n-th child; the loop from its
-// first create to its last answer. Each timed part starts 3 s after the untimed creates before it
+// rate limit, as `run --kubeconfig` has) and one writer each (mirror's one worker). Both are timed
+// to a watch of the children delivering the n-th: mirror from /readyz (its informers synced), the
+// loop from its first create. Each timed part starts 3 s after the untimed creates before it
 // (the cluster's controllers done with them), and no namespace is deleted in the run. rounds
 // rounds (3 full size, 1 at the CI size): a ratio each, and their median.
 func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.Config, n, rounds int) string {
@@ -671,11 +685,47 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 		}
 		return ns, srcs
 	}
+	// nth watches ns's children, as the test does mirror's, and sends when the watch delivers the
+	// n-th (at most 5 minutes): both sides are timed to the same event on the same kind of watch.
+	nth := func(round int, ns string) <-chan time.Time {
+		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{LabelSelector: mirror.Label + "=" + mirror.Child})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan time.Time, 1)
+		go func() {
+			defer w.Stop()
+			children, bound := 0, time.After(5*time.Minute)
+			for {
+				select {
+				case ev, open := <-w.ResultChan():
+					if !open {
+						t.Errorf("round %d: the watch of %s's children ended after %d of %d", round+1, ns, children, n)
+						close(done)
+						return
+					}
+					if ev.Type == "ADDED" {
+						children++
+					}
+					if children == n {
+						done <- time.Now()
+						return
+					}
+				case <-bound:
+					t.Errorf("round %d: %d of %d children in %s in 5 minutes", round+1, children, n, ns)
+					close(done)
+					return
+				}
+			}
+		}()
+		return done
+	}
 	var lines []string
 	var ratios []float64
 	for round := range rounds {
 		// The baseline: mirror's n creates, one after another, where mirror does not run.
-		_, srcs := sources("bench-base")
+		base, srcs := sources("bench-base")
+		baseDone := nth(round, base)
 		time.Sleep(settle)
 		began := time.Now()
 		for _, src := range srcs {
@@ -685,33 +735,23 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 				t.Fatal(err)
 			}
 		}
-		baseline := time.Since(began)
+		at, ok := <-baseDone
+		if !ok {
+			t.FailNow()
+		}
+		baseline := at.Sub(began)
 
 		ns, _ := sources("bench-ratio")
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{LabelSelector: mirror.Label + "=" + mirror.Child})
-		if err != nil {
-			t.Fatal(err)
-		}
+		mirrorDone := nth(round, ns)
 		time.Sleep(settle)
 		stop := runPattern(ctx, t, cfg, "mirror", "--watch-namespaces", ns)
 		ready := time.Now()
-		children, bound := 0, time.After(5*time.Minute)
-		for children < n {
-			select {
-			case ev, open := <-w.ResultChan():
-				if !open {
-					t.Fatalf("round %d: the watch of mirror's children ended after %d of %d", round+1, children, n)
-				}
-				if ev.Type == "ADDED" {
-					children++
-				}
-			case <-bound:
-				t.Fatalf("round %d: mirror made %d of %d children in 5 minutes", round+1, children, n)
-			}
-		}
-		converged := time.Since(ready)
-		w.Stop()
+		at, ok = <-mirrorDone
 		stop()
+		if !ok {
+			t.FailNow()
+		}
+		converged := at.Sub(ready)
 		ratio := float64(converged) / float64(baseline)
 		ratios = append(ratios, ratio)
 		t.Logf("round %d: client-go %s, mirror %s: ratio %.2f", round+1, baseline.Round(time.Millisecond), converged.Round(time.Millisecond), ratio)
@@ -805,10 +845,12 @@ func benchSummaryPods(ctx context.Context, t *testing.T, cfg *envconf.Config, po
 		float64(statusWrites)/float64(max(podChanges, 1)))
 }
 
-// growthPatterns are the patterns the memory growth is measured for: mirror (owns a child per
-// source) and summary (reads objects it does not own). 10,000 objects of the patterns that create
-// Deployments would cost kube-controller-manager and kwok minutes each: not measured.
-var growthPatterns = []string{"mirror", "summary"}
+// growthPatterns are the patterns the memory growth is measured for by default
+// ($KPATTERNS_BENCH_GROWTH_PATTERNS, comma-separated, selects others): mirror (owns a child per
+// source), summary (reads objects it does not own) and the reloader (caches Deployments and
+// digests of ConfigMaps; over paused Deployments). The others' 10,000 objects (and the children
+// and ReplicaSets they make) would take the whole bench past 15 minutes.
+var growthPatterns = []string{"mirror", "summary", "reloader"}
 
 // TestBenchGrowth is the memory part of `go tool task bench`: each of growthPatterns over 1,000
 // and then 10,000 objects ($KPATTERNS_BENCH_GROWTH, comma-separated), converged, then restarted:
@@ -832,10 +874,15 @@ func TestBenchGrowth(t *testing.T) {
 			sizes = append(sizes, n)
 		}
 	}
-	var rows []string
+	selected, command := growthPatterns, "KPATTERNS_BENCH=1 KPATTERNS_BENCH_GROWTH="+strings.Trim(strings.Join(strings.Fields(fmt.Sprint(sizes)), ","), "[]")
+	if v := os.Getenv("KPATTERNS_BENCH_GROWTH_PATTERNS"); v != "" {
+		selected, command = strings.Split(v, ","), command+" KPATTERNS_BENCH_GROWTH_PATTERNS="+v
+	}
+	var rows, left []string
 	f := features.New("bench growth")
 	for _, bc := range benchCases {
-		if !slices.Contains(growthPatterns, bc.pattern) {
+		if !slices.Contains(selected, bc.pattern) {
+			left = append(left, bc.pattern)
 			continue
 		}
 		f = f.Assess(bc.pattern, func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -855,9 +902,13 @@ func TestBenchGrowth(t *testing.T) {
 				t.Fatal(err)
 			}
 			stop := runPattern(ctx, t, cfg, bc.pattern, "--watch-namespaces", ns)
+			grown := bc
+			if bc.grow != nil {
+				grown.create = bc.grow
+			}
 			had := 0
 			for _, n := range sizes {
-				if err := bc.fill(ctx, c, ns, had, n, 15*time.Minute); err != nil {
+				if err := grown.fill(ctx, c, ns, had, n, 15*time.Minute); err != nil {
 					t.Fatal(err)
 				}
 				had = n
@@ -888,19 +939,19 @@ func TestBenchGrowth(t *testing.T) {
 		}
 		page := fmt.Sprintf(`# Memory growth
 
-Written by `+"`go tool task bench`"+` (%s) on %s. Command: `+"`KPATTERNS_BENCH=1 KPATTERNS_BENCH_GROWTH=%s go test -count=1 -v -timeout 40m -run TestBenchGrowth ./e2e/`"+`.
-Each pattern over each number of its objects (as in the bench: labelled sources for mirror, which
-creates a child each; Workloads over no Pods for summary), converged, then restarted: start-up to
-/readyz over them, RSS and the live heap once synced (GOGC=25, GODEBUG=gctrace=1: the last GC's live
-heap, whole MB). Bytes per object is the live-heap difference over the object difference; the
+Written by `+"`go tool task bench`"+` (%s) on %s. Command: `+"`%s go test -count=1 -v -timeout 40m -run TestBenchGrowth ./e2e/`"+`.
+Each pattern over each number of its objects (as in the bench — the reloader's Deployments paused,
+so that kube-controller-manager makes no ReplicaSet for them), converged, then restarted: start-up
+to /readyz over them, RSS and the live heap once synced (GOGC=25, GODEBUG=gctrace=1: the last GC's
+live heap, whole MB). Bytes per object is the live-heap difference over the object difference; the
 growth ratio is live heap large / small, to compare with the object ratio (linear or better: at
-most that). Patterns whose objects make Deployments (widget, conditional, reloader) are not in it:
-10,000 of them cost the cluster's own controllers minutes each on 2 cores.
+most that). Not in this run: %s (by default, their objects at these sizes would take the
+bench past its 15 minutes on 2 cores; KPATTERNS_BENCH_GROWTH_PATTERNS selects patterns).
 
 | pattern | sizes | live heap per object | growth |
 |---|---|---|---|
 %s
-`, time.Now().UTC().Format("2006-01-02"), machine(), strings.Trim(strings.Join(strings.Fields(fmt.Sprint(sizes)), ","), "[]"), strings.Join(rows, "\n"))
+`, time.Now().UTC().Format("2006-01-02"), machine(), command, strings.Join(left, ", "), strings.Join(rows, "\n"))
 		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
 			t.Fatal(err)
 		}
