@@ -848,9 +848,10 @@ func (d *demo) recreate(obj, child client.Object) error {
 }
 
 // waitFor reads ns/name into obj until done() holds. Every 5 s of waiting it says so, with the
-// first condition of obj that is not True (if it has conditions): a wait is never silent.
+// first condition of obj that is not True (if it has conditions; "as before" when it has not
+// changed): a wait is never silent.
 func (d *demo) waitFor(name string, obj client.Object, done func() bool) error {
-	began, said := time.Now(), time.Now()
+	began, said, last := time.Now(), time.Now(), ""
 	for deadline := began.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 		if err == nil && done() {
@@ -861,7 +862,13 @@ func (d *demo) waitFor(name string, obj client.Object, done func() bool) error {
 		}
 		if time.Since(said) >= 5*time.Second {
 			said = time.Now()
-			fmt.Printf("    … still waiting for %s (%s)%s\n", name, time.Since(began).Round(time.Second), pending(obj))
+			why := pending(obj)
+			if why != "" && why == last {
+				why = ": as before"
+			} else {
+				last = why
+			}
+			fmt.Printf("    … still waiting for %s (%s)%s\n", name, time.Since(began).Round(time.Second), why)
 		}
 	}
 	return fmt.Errorf("%T %s did not reach the expected state", obj, name)
