@@ -945,13 +945,13 @@ so that kube-controller-manager makes no ReplicaSet for them), converged, then r
 to /readyz over them, RSS and the live heap once synced (GOGC=25, GODEBUG=gctrace=1: the last GC's
 live heap, whole MB). Bytes per object is the live-heap difference over the object difference; the
 growth ratio is live heap large / small, to compare with the object ratio (linear or better: at
-most that). Not in this run: %s (by default, their objects at these sizes would take the
-bench past its 15 minutes on 2 cores; KPATTERNS_BENCH_GROWTH_PATTERNS selects patterns).
+most that). Not in this run: %s. By default the bench measures %s: the others' objects at these
+sizes would take it past its 15 minutes on 2 cores (KPATTERNS_BENCH_GROWTH_PATTERNS selects patterns).
 
 | pattern | sizes | live heap per object | growth |
 |---|---|---|---|
 %s
-`, time.Now().UTC().Format("2006-01-02"), machine(), command, strings.Join(left, ", "), strings.Join(rows, "\n"))
+`, time.Now().UTC().Format("2006-01-02"), machine(), command, strings.Join(left, ", "), strings.Join(growthPatterns, ", "), strings.Join(rows, "\n"))
 		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
 			t.Fatal(err)
 		}
