@@ -67,8 +67,7 @@ type benchCase struct {
 var benchCases = []benchCase{
 	{pattern: "mirror",
 		create: func(ctx context.Context, c client.Client, ns string, i int) error {
-			return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("src-%04d", i), Namespace: ns,
-				Labels: map[string]string{mirror.Label: mirror.Source}}, Data: map[string]string{"k": strconv.Itoa(i)}})
+			return c.Create(ctx, mirrorSource(ns, i))
 		},
 		converged: func(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
 			list := &corev1.ConfigMapList{}
@@ -139,6 +138,12 @@ var benchCases = []benchCase{
 		repairs:   2, // the record put back: its status and an Event
 		finalizes: true,
 		note:      "its demo provider is in memory: a restart finds every record missing and puts it back (a repair each): not a durable provider's behaviour"},
+}
+
+// mirrorSource is mirror's i-th bench source in ns.
+func mirrorSource(ns string, i int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("src-%04d", i), Namespace: ns,
+		Labels: map[string]string{mirror.Label: mirror.Source}}, Data: map[string]string{"k": strconv.Itoa(i)}}
 }
 
 // populate creates the case's n objects in ns (16 at a time) and waits, at most limit, for the
@@ -676,8 +681,7 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 		var g errgroup.Group
 		g.SetLimit(16)
 		for i := range n {
-			srcs[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("src-%04d", i), Namespace: ns,
-				Labels: map[string]string{mirror.Label: mirror.Source}}, Data: map[string]string{"k": strconv.Itoa(i)}}
+			srcs[i] = mirrorSource(ns, i)
 			g.Go(func() error { return admin.Create(ctx, srcs[i]) })
 		}
 		if err := g.Wait(); err != nil {

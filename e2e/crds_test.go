@@ -35,17 +35,14 @@ const probeUser = "kpatterns:e2e:admission-probe"
 // the patterns build, and not in each test's first reconciles; crdsAdmitted waits for it. The
 // tests' own installs apply the same CRDs again (unchanged).
 func applyCRDs(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
-	kinds, objs, err := patternCRDs()
+	_, objs, err := patternCRDs()
 	if err != nil {
 		return ctx, err
 	}
-	crdKinds = kinds
 	return ctx, app.Install(ctx, cfg.Client().RESTConfig(), objs, io.Discard)
 }
 
-// crdKinds are the kinds applyCRDs applied, by API version.
-var crdKinds []metav1.TypeMeta
-
+// patternCRDs reads every pattern's CRDs, and the kinds they serve by API version.
 func patternCRDs() ([]metav1.TypeMeta, []client.Object, error) {
 	files, err := filepath.Glob(filepath.Join(root, "*", "config", "crd", "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -75,6 +72,10 @@ func patternCRDs() ([]metav1.TypeMeta, []client.Object, error) {
 // names the kind is refused for lacking finalizers permission (the kind is known), no longer for
 // lacking its RESTMapping.
 func crdsAdmitted(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+	crdKinds, _, err := patternCRDs()
+	if err != nil {
+		return ctx, err
+	}
 	admin, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: scheme})
 	if err != nil {
 		return ctx, err
