@@ -16,10 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -69,8 +72,39 @@ func Setup(mgr ctrl.Manager) error {
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name)}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(MapConfigMapToSource)).
+		Watches(&corev1.ConfigMap{}, Events).
 		Complete(r)
+}
+
+// Events enqueues the source each ConfigMap event concerns (MapConfigMapToSource). A child's
+// create or update is enqueued at low priority: it is mostly the echo of mirror's own write and
+// finds nothing to do, so with a backlog (a start over many sources) the sources still waiting
+// for their child go first instead of each echo taking a turn between them. A child's deletion,
+// and every source event, keep their usual priority (low only for the initial list and resyncs).
+var Events = handler.Funcs{
+	CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		enqueue(ctx, q, e.Object)
+	},
+	UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		enqueue(ctx, q, e.ObjectOld)
+		enqueue(ctx, q, e.ObjectNew)
+	},
+	DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range MapConfigMapToSource(ctx, e.Object) {
+			q.Add(req)
+		}
+	},
+}
+
+func enqueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
+	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	for _, req := range MapConfigMapToSource(ctx, obj) {
+		if ok && obj.GetLabels()[Label] == Child {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
+		} else {
+			q.Add(req)
+		}
+	}
 }
 
 // MapConfigMapToSource maps a cached ConfigMap event to the source it concerns: a source to itself, a child

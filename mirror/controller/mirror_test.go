@@ -7,7 +7,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -38,6 +42,53 @@ func TestMapConfigMapToSource(t *testing.T) {
 		if d := cmp.Diff(tc.want, MapConfigMapToSource(context.Background(), tc.obj)); d != "" {
 			t.Errorf("MapConfigMapToSource(%s %v) (-want +got):\n%s", tc.obj.Name, tc.obj.Labels, d)
 		}
+	}
+}
+
+// TestChildEventsWaitBehindSources: the priority each event is enqueued at, read back from
+// controller-runtime's priority queue.
+func TestChildEventsWaitBehindSources(t *testing.T) {
+	ctx := context.Background()
+	changed := func(o *corev1.ConfigMap) *corev1.ConfigMap { o = o.DeepCopy(); o.ResourceVersion = "2"; return o }
+	src, child := cm("app", Source), cm("app-mirror", Child)
+	for _, tc := range []struct {
+		event string
+		send  func(q workqueue.TypedRateLimitingInterface[reconcile.Request])
+		want  int
+	}{
+		{"source created", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			Events.Create(ctx, event.CreateEvent{Object: src}, q)
+		}, 0},
+		{"source listed at start", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			Events.Create(ctx, event.CreateEvent{Object: src, IsInInitialList: true}, q)
+		}, handler.LowPriority},
+		{"source changed", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			Events.Update(ctx, event.UpdateEvent{ObjectOld: src, ObjectNew: changed(src)}, q)
+		}, 0},
+		{"child created", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			Events.Create(ctx, event.CreateEvent{Object: child}, q)
+		}, handler.LowPriority},
+		{"child changed", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			Events.Update(ctx, event.UpdateEvent{ObjectOld: child, ObjectNew: changed(child)}, q)
+		}, handler.LowPriority},
+		{"child deleted", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			Events.Delete(ctx, event.DeleteEvent{Object: child}, q)
+		}, 0},
+		{"child deleted, then created again", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			Events.Delete(ctx, event.DeleteEvent{Object: child}, q)
+			Events.Create(ctx, event.CreateEvent{Object: child}, q)
+		}, 0}, // one request, at the higher of the two
+	} {
+		q := priorityqueue.New[reconcile.Request](tc.event)
+		tc.send(q)
+		if q.Len() != 1 {
+			t.Errorf("%s: %d requests queued, want 1", tc.event, q.Len())
+		}
+		req, priority, _ := q.GetWithPriority()
+		if req.Name != "app" || priority != tc.want {
+			t.Errorf("%s: %s at priority %d, want app at %d", tc.event, req.Name, priority, tc.want)
+		}
+		q.ShutDown()
 	}
 }
 
