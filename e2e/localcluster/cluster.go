@@ -340,12 +340,22 @@ func (c *Cluster) Restart(component string, down time.Duration, apiServerFlags m
 }
 
 func (c *Cluster) restartAgent(name string, down time.Duration) error {
-	i := slices.IndexFunc(c.procs, func(p *exec.Cmd) bool { return filepath.Base(p.Path) == name })
-	if i < 0 {
-		return fmt.Errorf("restart %q: not a component of this cluster (etcd, kube-apiserver, %s)", name, strings.Join(Agents, ", "))
+	if err := c.StopAgent(name); err != nil {
+		return err
 	}
-	old := c.procs[i]
-	stopProcess(old.Process, 10*time.Second)
+	time.Sleep(down)
+	return c.StartAgent(name)
+}
+
+// StopAgent stops one of Agents (SIGTERM, SIGKILL after 10 s) until StartAgent starts it again
+// with the same arguments: a bench stops kube-controller-manager while it makes objects whose
+// ReplicaSets and EndpointSlices would cost more than the pattern it measures.
+func (c *Cluster) StopAgent(name string) error {
+	i, err := c.agent(name)
+	if err != nil {
+		return err
+	}
+	stopProcess(c.procs[i].Process, 10*time.Second)
 	if name == "kwok" {
 		// kwok holds the node's Lease under an identity new in each process, so a new kwok would
 		// wait for the old one's Lease to expire (40 s) before it runs any Pod: the Lease goes
@@ -359,13 +369,30 @@ func (c *Cluster) restartAgent(name string, down time.Duration) error {
 			return fmt.Errorf("deleting kwok's node Lease: %w", err)
 		}
 	}
-	time.Sleep(down)
+	return nil
+}
+
+// StartAgent starts a stopped agent again with the arguments it was first started with.
+func (c *Cluster) StartAgent(name string) error {
+	i, err := c.agent(name)
+	if err != nil {
+		return err
+	}
+	old := c.procs[i]
 	cmd, err := c.launch(old.Path, old.Args[1:])
 	if err != nil {
-		return fmt.Errorf("starting again: %w", err)
+		return fmt.Errorf("starting %s again: %w", name, err)
 	}
 	c.procs[i] = cmd
 	return nil
+}
+
+func (c *Cluster) agent(name string) (int, error) {
+	i := slices.IndexFunc(c.procs, func(p *exec.Cmd) bool { return filepath.Base(p.Path) == name })
+	if i < 0 {
+		return 0, fmt.Errorf("%q: not a component of this cluster (etcd, kube-apiserver, %s)", name, strings.Join(Agents, ", "))
+	}
+	return i, nil
 }
 
 // waitPortFree waits until nothing listens on addr any more.
