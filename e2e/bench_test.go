@@ -26,6 +26,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -739,7 +740,8 @@ end of the window.
 %s.
 
 **mirror against a bare client-go loop**: %d labelled sources created while mirror is down; mirror
-started (one worker, its ServiceAccount, no client-side rate limit) and timed from /readyz to the
+started (one worker, its ServiceAccount, no client-side rate limit, protobuf — controller-runtime's
+encoding of built-in types) and timed from /readyz to the
 watch delivering its %d-th child, against one goroutine creating the same %d children (mirror's
 own Desired of each source: label, data, controller ownerReference) of sources like them in a
 namespace mirror does not watch, with the same client, in the same run, timed from its first
@@ -766,17 +768,20 @@ ratio ≤ 1.2). %s.
 // client-go loop doing the same n creates: the children mirror writes (mirror.Desired of each
 // source: its label, data and controller ownerReference), of n sources like mirror's in a
 // namespace mirror does not watch, with the same client (mirror's ServiceAccount, no client-side
-// rate limit, as `run --kubeconfig` has) and one writer each (mirror's one worker). Both are timed
-// to a watch of the children delivering the n-th: mirror from /readyz (its informers synced), the
-// loop from its first create. Each timed part starts 3 s after the untimed creates before it
-// (the cluster's controllers done with them), and no namespace is deleted in the run. rounds
-// rounds (5 full size, 1 at the CI size): a ratio each, their median, and where mirror's time
-// went (its start to the first child, its reconciles, the CPU of each side and of kube-apiserver).
+// rate limit, as `run --kubeconfig` has; protobuf, as mirror's) and one writer each (mirror's one
+// worker). Both are timed to a watch of the children delivering the n-th: mirror from /readyz (its
+// informers synced), the loop from its first create. Each timed part starts 3 s after the
+// untimed creates before it (the cluster's controllers done with them), and no namespace is
+// deleted in the run. rounds rounds (5 full size, 1 at the CI size): a ratio each, their median,
+// and where mirror's time went (its start to the first child, its reconciles, the CPU of each
+// side and of kube-apiserver).
 func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.Config, n, rounds int) string {
 	const settle = 3 * time.Second
 	admin := fastClient(t, cfg)
 	sa := app.Impersonate(cfg.Client().RESTConfig(), operatorNamespace, "mirror")
-	sa.QPS = -1
+	// As mirror's client: no client-side rate limit, and protobuf, which controller-runtime speaks
+	// for built-in types (client-go's default is JSON, costlier to encode and decode).
+	sa.QPS, sa.ContentType = -1, apiruntime.ContentTypeProtobuf
 	cs, err := kubernetes.NewForConfig(sa)
 	if err != nil {
 		t.Fatal(err)
@@ -932,7 +937,7 @@ func ratioPage(rounds []ratioRound, n int) string {
 		"%s per child more than the loop's create. %d reconciles by the %d-th child: one create per source, and its child's "+
 		"echo for some (a child's create is queued at low priority, behind the sources still without one). CPU in the timed "+
 		"part: mirror %s against the loop's whole test process %s (mirror's informer also receives and decodes every child it "+
-		"creates; its queue, cache reads and metrics), kube-apiserver %s against %s (serving that watch), on the 2 cores "+
+		"creates; its queue, cache reads and metrics); kube-apiserver %s in mirror's part, %s in the loop's; on the 2 cores "+
 		"kube-apiserver and etcd share with both",
 		strings.Join(lines, "; "), len(rounds), median(ratios), slices.Min(ratios), slices.Max(ratios), verdict,
 		median(first).Round(10*time.Millisecond), median(late), median(extra).Round(10*time.Microsecond),
