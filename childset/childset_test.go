@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests: a real kube-apiserver and etcd (envtest), the generated CRD and RBAC
@@ -21,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/childset/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/childset/config"
 	"github.com/kpatterns/kpatterns/childset/controller"
 	"github.com/kpatterns/kpatterns/shared/stages"
 	"github.com/kpatterns/kpatterns/shared/testenv"
@@ -28,7 +32,9 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager, Setup: controller.Setup}, func(e *testenv.Env) { env = e })
+}
 
 func bundle(ns, name string, entries map[string]string) *v1alpha1.Bundle {
 	return &v1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.BundleSpec{Entries: entries}}

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests against a real API server (envtest), generated CRD and RBAC installed, the
@@ -21,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/conditional/config"
 	"github.com/kpatterns/kpatterns/conditional/controller"
 	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/testenv"
@@ -28,7 +32,9 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager, Setup: controller.Setup}, func(e *testenv.Env) { env = e })
+}
 
 // update changes the profile's spec on its latest version (the controller writes its status).
 func update(t *testing.T, ns, name string, mutate func(*v1alpha1.ConfigProfileSpec)) {

@@ -1,12 +1,52 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command conditional reconciles ConfigProfiles: first-match cases generate a configuration that
 // an owned Deployment rolls out by checksum.
 package main
 
 import (
+	"context"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/conditional/config"
+	"github.com/kpatterns/kpatterns/conditional/controller"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-var pattern = config.Pattern
+func main() { app.Main(config.Pattern, run) }
 
-func main() { app.Main(pattern) }
+// run is `conditional run`: the manager, its controller, served until SIGTERM.
+func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
+	opts, err := app.ManagerOptions(config.Pattern, o) // leader election, metrics, probes: the flags
+	if err != nil {
+		return err
+	}
+	mgr, err := newManager(cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := controller.Setup(mgr); err != nil {
+		return err
+	}
+	return app.Start(ctx, mgr)
+}
+
+// newManager builds conditional's manager from opts: its scheme, its cache scope and its probes.
+func newManager(cfg *rest.Config, opts ctrl.Options) (manager.Manager, error) {
+	scheme, err := app.NewScheme(v1alpha1.AddToScheme)
+	if err != nil {
+		return nil, err
+	}
+	opts.Scheme = scheme
+	controller.CacheOptions(&opts.Cache)
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return mgr, app.AddProbes(mgr, opts)
+}

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests through a real kube-apiserver (envtest). The Database CRD is installed as a
@@ -12,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kpatterns/kpatterns/dbpolicy/config"
 	"github.com/kpatterns/kpatterns/dbpolicy/thirdparty"
 	"github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/testenv"
@@ -24,7 +28,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	testenv.Main(m, pattern, func(e *testenv.Env) { env = e }, crd)
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, NewManager: newManager, Setup: webhook.Setup}, func(e *testenv.Env) { env = e }, crd)
 }
 
 // database is another operator's object, built without its Go types.

@@ -1,7 +1,9 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -190,6 +192,12 @@ func init() {
 				return true, nil
 			},
 			note: "mirror's, the reloader's and summary's objects of that number each, in one namespace, one process"})
+}
+
+// run runs the case's pattern over ns with its own flags and extra ones (runPattern).
+func (bc benchCase) run(ctx context.Context, t *testing.T, cfg *envconf.Config, ns string, extra ...string) (stop func()) {
+	t.Helper()
+	return runPattern(ctx, t, cfg, bc.pattern, slices.Concat([]string{"--watch-namespaces", ns}, bc.args, extra)...)
 }
 
 // composed is the bench cases of the named patterns.
@@ -406,7 +414,7 @@ func benchConverged(ctx context.Context, t *testing.T, cfg *envconf.Config, size
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaces[i]}}); err != nil {
 			t.Fatal(err)
 		}
-		stops[i] = runPattern(ctx, t, cfg, bc.pattern, append([]string{"--watch-namespaces", namespaces[i]}, bc.args...)...)
+		stops[i] = bc.run(ctx, t, cfg, namespaces[i])
 	}
 	// Populated side by side: the cluster's own controllers and the patterns share the cores.
 	var g errgroup.Group
@@ -447,8 +455,7 @@ func benchConverged(ctx context.Context, t *testing.T, cfg *envconf.Config, size
 	for i, bc := range benchCases {
 		metrics[i] = "127.0.0.1:" + freePort(t)
 		began := time.Now()
-		stops[i] = runPattern(ctx, t, cfg, bc.pattern, append([]string{"--watch-namespaces", namespaces[i], "--leader-elect=false",
-			"--metrics-bind-address", metrics[i], "--metrics-secure=false"}, bc.args...)...)
+		stops[i] = bc.run(ctx, t, cfg, namespaces[i], "--leader-elect=false", "--metrics-bind-address", metrics[i], "--metrics-secure=false")
 		ready[i] = time.Since(began)
 		time.Sleep(size.spacing) // its resync mostly done before the next one starts
 	}
@@ -591,10 +598,9 @@ func writable(t *testing.T, pattern string) map[string]bool {
 func apiserverWrites(ctx context.Context, t *testing.T, rc *rest.Config, written map[string]bool) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, line := range apiserverMetrics(ctx, t, rc, "apiserver_request_total{") {
-		labels, value, _ := strings.Cut(line[len("apiserver_request_total{"):], "} ")
+	for name, v := range apiserverMetrics(ctx, t, rc, "apiserver_request_total{") {
 		l := map[string]string{}
-		for _, kv := range strings.Split(labels, ",") {
+		for _, kv := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(name, "apiserver_request_total{"), "}"), ",") {
 			if k, v, ok := strings.Cut(kv, "="); ok {
 				l[k] = strings.Trim(v, `"`)
 			}
@@ -611,15 +617,13 @@ func apiserverWrites(ctx context.Context, t *testing.T, rc *rest.Config, written
 		if !written[l["verb"]+" "+l["group"]+"/"+res] {
 			continue
 		}
-		key := l["verb"] + " " + res
-		v, _ := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		out[key] += int(v)
+		out[l["verb"]+" "+res] += int(v)
 	}
 	return out
 }
 
-// apiserverMetrics is the lines of kube-apiserver's /metrics that start with prefix.
-func apiserverMetrics(ctx context.Context, t *testing.T, rc *rest.Config, prefix string) []string {
+// apiserverMetrics is kube-apiserver's /metrics samples whose series start with prefix.
+func apiserverMetrics(ctx context.Context, t *testing.T, rc *rest.Config, prefix string) map[string]float64 {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -629,29 +633,13 @@ func apiserverMetrics(ctx context.Context, t *testing.T, rc *rest.Config, prefix
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), prefix) {
-			lines = append(lines, sc.Text())
-		}
-	}
-	return lines
+	return series(bytes.NewReader(b), prefix)
 }
 
-// apiserverCPU is the CPU time kube-apiserver has used (its process_cpu_seconds_total).
+// apiserverCPU is the CPU time kube-apiserver has used.
 func apiserverCPU(ctx context.Context, t *testing.T, rc *rest.Config) time.Duration {
 	t.Helper()
-	lines := apiserverMetrics(ctx, t, rc, "process_cpu_seconds_total ")
-	if len(lines) != 1 {
-		t.Fatalf("kube-apiserver's /metrics: %q, want one process_cpu_seconds_total", lines)
-	}
-	v, err := strconv.ParseFloat(strings.TrimPrefix(lines[0], "process_cpu_seconds_total "), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(v * float64(time.Second))
+	return cpuTime(t, apiserverMetrics(ctx, t, rc, "process_cpu_seconds_total"))
 }
 
 // ownCPU is the CPU time this test process has used.
@@ -765,8 +753,8 @@ ratio ≤ 1.2). %s.
 }
 
 // benchMirrorAgainstClientGo is mirror's convergence for n labelled sources against a bare
-// client-go loop doing the same n creates: the children mirror writes (mirror.Desired of each
-// source: its label, data and controller ownerReference), of n sources like mirror's in a
+// client-go loop doing the same n creates: the children mirror writes (for each
+// source: mirror's label, its data and controller ownerReference), of n sources like mirror's in a
 // namespace mirror does not watch, with the same client (mirror's ServiceAccount, no client-side
 // rate limit, as `run --kubeconfig` has; protobuf, as mirror's) and one writer each (mirror's one
 // worker). Both are timed to a watch of the children delivering the n-th: mirror from /readyz (its
@@ -854,8 +842,10 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 		api, own = apiserverCPU(ctx, t, rc), ownCPU(t)
 		began := time.Now()
 		for _, src := range srcs {
-			child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: src.Name + mirror.Suffix, Namespace: src.Namespace}}
-			mirror.Desired(src, child)
+			child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: src.Name + mirror.Suffix, Namespace: src.Namespace,
+				Labels: map[string]string{mirror.Label: mirror.Child}, OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "ConfigMap", Name: src.Name, UID: src.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+				Data: src.Data, BinaryData: src.BinaryData} // what mirror writes
 			if _, err := cs.CoreV1().ConfigMaps(src.Namespace).Create(ctx, child, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -954,11 +944,7 @@ func median[T int | float64 | time.Duration](xs []T) T {
 // processCPU is the CPU time a pattern's process has used, from its plain-HTTP /metrics.
 func processCPU(t *testing.T, addr string) time.Duration {
 	t.Helper()
-	if v, ok := scrape(t, addr, "process_cpu_seconds_total")["process_cpu_seconds_total"]; ok {
-		return time.Duration(v * float64(time.Second))
-	}
-	t.Fatalf("%s/metrics has no process_cpu_seconds_total", addr)
-	return 0
+	return cpuTime(t, scrape(t, addr, "process_cpu_seconds_total"))
 }
 
 // benchSummaryPods runs summary over pods kwok Pods of 20 Deployments, one Workload each, and
@@ -1109,7 +1095,7 @@ func TestBenchGrowth(t *testing.T) {
 					}
 				}()
 			}
-			stop := runPattern(ctx, t, cfg, bc.pattern, append([]string{"--watch-namespaces", ns}, bc.args...)...)
+			stop := bc.run(ctx, t, cfg, ns)
 			grown := bc
 			if bc.grow != nil {
 				grown.create = bc.grow
@@ -1122,7 +1108,7 @@ func TestBenchGrowth(t *testing.T) {
 				had = n
 				stop()
 				began := time.Now()
-				stop = runPattern(ctx, t, cfg, bc.pattern, append([]string{"--watch-namespaces", ns}, bc.args...)...)
+				stop = bc.run(ctx, t, cfg, ns)
 				ready := time.Since(began)
 				time.Sleep(10 * time.Second) // settled: the resync's reconciles done, a GC or more since
 				p := processes[bc.pattern]

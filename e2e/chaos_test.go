@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -5,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -580,18 +584,35 @@ func scrape(t *testing.T, addr, prefix string) map[string]float64 {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	return series(resp.Body, prefix)
+}
+
+// series is the samples of a Prometheus text exposition whose series (name and labels) start
+// with prefix, by series.
+func series(r io.Reader, prefix string) map[string]float64 {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		series, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !strings.HasPrefix(series, prefix) {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !strings.HasPrefix(name, prefix) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[series] = v
+			out[name] = v
 		}
 	}
 	return out
+}
+
+// cpuTime is the process_cpu_seconds_total of a process's metrics.
+func cpuTime(t *testing.T, metrics map[string]float64) time.Duration {
+	t.Helper()
+	v, ok := metrics["process_cpu_seconds_total"]
+	if !ok {
+		t.Fatal("no process_cpu_seconds_total in the metrics")
+	}
+	return time.Duration(v * float64(time.Second))
 }
 
 // writeChaosPage writes docs/chaos.md (KPATTERNS_CHAOS_OUT) with the machine it ran on.

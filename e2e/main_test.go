@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e runs every pattern against a full cluster: by default the local cluster
 // (localcluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), with each
 // pattern binary run as a local process impersonating its generated ServiceAccount; with

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 // This file's name sorts last, so its test runs after every other: installing every pattern into

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests: a real kube-apiserver and etcd (envtest), the generated CRD and RBAC
@@ -21,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/finalizers/config"
 	"github.com/kpatterns/kpatterns/finalizers/controller"
 	"github.com/kpatterns/kpatterns/finalizers/provider"
 	"github.com/kpatterns/kpatterns/shared/testenv"
@@ -28,15 +32,20 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	p := testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager, Setup: func(mgr manager.Manager) error {
+		return controller.Setup(mgr, provider.NewDemo(provider.DemoOptions{}), controller.Options{RepairInterval: time.Minute})
+	}}
+	testenv.Main(m, p, func(e *testenv.Env) { env = e })
+}
 
 func record(ns, name, value string) *v1alpha1.ExternalRecord {
 	return &v1alpha1.ExternalRecord{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.ExternalRecordSpec{Value: value}}
 }
 
-// run starts the controller (as its ServiceAccount) against p, watching the test's namespace ns
+// runWith starts the controller (as its ServiceAccount) against p, watching the test's namespace ns
 // only, until the (sub)test ends.
-func run(t *testing.T, ns string, p provider.Provider, repair time.Duration) manager.Manager {
+func runWith(t *testing.T, ns string, p provider.Provider, repair time.Duration) manager.Manager {
 	t.Helper()
 	return env.ManagerWith(t, func(mgr manager.Manager) error {
 		return controller.Setup(mgr, p, controller.Options{RepairInterval: repair})
@@ -97,7 +106,7 @@ func (o *ordered) Delete(ctx context.Context, id string) error {
 func TestNoExternalCallBeforeTheFinalizerIsStored(t *testing.T) {
 	ns := env.Namespace(t)
 	p := &ordered{Demo: provider.NewDemo(provider.DemoOptions{}), ns: ns}
-	run(t, ns, p, time.Minute)
+	runWith(t, ns, p, time.Minute)
 	ctx := context.Background()
 	rec := record(ns, "db-user", "alice")
 	if err := env.Client.Create(ctx, rec); err != nil {
@@ -141,7 +150,7 @@ func TestCacheAbsenceCallsNothing(t *testing.T) {
 func TestDeleteFailuresHoldTheFinalizerAndAreRetried(t *testing.T) {
 	ns := env.Namespace(t)
 	demo := provider.NewDemo(provider.DemoOptions{})
-	run(t, ns, demo, time.Minute)
+	runWith(t, ns, demo, time.Minute)
 	ctx := context.Background()
 	rec := record(ns, "db-user", "bob")
 	if err := env.Client.Create(ctx, rec); err != nil {
@@ -174,7 +183,7 @@ func TestCleanupUnderInjectedFailures(t *testing.T) {
 	ns := env.Namespace(t)
 	failing := provider.DemoOptions{ErrorRate: 0.3}
 	demo := provider.NewDemo(failing)
-	run(t, ns, demo, time.Minute)
+	runWith(t, ns, demo, time.Minute)
 	ctx := context.Background()
 	var recs []*v1alpha1.ExternalRecord
 	for i := range 20 {
@@ -214,7 +223,7 @@ func TestCleanupUnderInjectedFailures(t *testing.T) {
 func TestImmediateDeletesLeaveNoRecord(t *testing.T) {
 	ns := env.Namespace(t)
 	demo := provider.NewDemo(provider.DemoOptions{ErrorRate: 0.3})
-	run(t, ns, demo, time.Minute)
+	runWith(t, ns, demo, time.Minute)
 	ctx := context.Background()
 	var recs []*v1alpha1.ExternalRecord
 	for i := range 100 {
@@ -241,7 +250,7 @@ func TestImmediateDeletesLeaveNoRecord(t *testing.T) {
 func TestDriftIsRepaired(t *testing.T) {
 	ns := env.Namespace(t)
 	demo := provider.NewDemo(provider.DemoOptions{})
-	run(t, ns, demo, 200*time.Millisecond)
+	runWith(t, ns, demo, 200*time.Millisecond)
 	ctx := context.Background()
 	rec := record(ns, "db-user", "carol")
 	if err := env.Client.Create(ctx, rec); err != nil {
@@ -281,7 +290,7 @@ func TestRestartMidDeleteStillCleansUp(t *testing.T) {
 	ctx := context.Background()
 	rec := record(ns, "db-user", "dave")
 	t.Run("first process", func(t *testing.T) {
-		run(t, ns, demo, time.Minute)
+		runWith(t, ns, demo, time.Minute)
 		if err := env.Client.Create(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +305,7 @@ func TestRestartMidDeleteStillCleansUp(t *testing.T) {
 		t.Fatalf("between the processes: %v, %+v", err, demo.Stats())
 	}
 	demo.SetOptions(provider.DemoOptions{})
-	run(t, ns, demo, time.Minute)
+	runWith(t, ns, demo, time.Minute)
 	gone(t, rec)
 	if s := demo.Stats(); s.Records != 0 || s.Creates != 1 {
 		t.Errorf("provider: %+v", s)
@@ -306,7 +315,7 @@ func TestRestartMidDeleteStillCleansUp(t *testing.T) {
 func TestNoWriteWhenSynced(t *testing.T) {
 	ns := env.Namespace(t)
 	demo := provider.NewDemo(provider.DemoOptions{})
-	mgr := run(t, ns, demo, time.Minute)
+	mgr := runWith(t, ns, demo, time.Minute)
 	ctx := context.Background()
 	rec := record(ns, "calm", "erin")
 	if err := env.Client.Create(ctx, rec); err != nil {

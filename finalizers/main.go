@@ -1,13 +1,61 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command finalizers keeps one external record per ExternalRecord through a finalizer, with
 // periodic repair. It runs with the demo in-memory provider (DEMO ONLY: records are lost when the
 // process exits); see README.md for plugging in a durable adapter.
 package main
 
 import (
+	"context"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/finalizers/config"
+	"github.com/kpatterns/kpatterns/finalizers/controller"
+	"github.com/kpatterns/kpatterns/finalizers/provider"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-var pattern = config.Pattern
+// options are the pattern's own flags of run (--repair-interval, the demo provider's faults).
+var options controller.Options
 
-func main() { app.Main(pattern) }
+func main() { app.Main(config.Pattern, run, options.BindFlags) }
+
+// run is `finalizers run`: the manager and the controller over the demo provider, served until
+// SIGTERM.
+func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
+	opts, err := app.ManagerOptions(config.Pattern, o) // leader election, metrics, probes: the flags
+	if err != nil {
+		return err
+	}
+	mgr, err := newManager(cfg, opts)
+	if err != nil {
+		return err
+	}
+	demo := provider.NewDemo(options.Demo) // a durable adapter goes here
+	if err := controller.RegisterDemoMetrics(demo); err != nil {
+		return err
+	}
+	if err := controller.Setup(mgr, demo, options); err != nil {
+		return err
+	}
+	return app.Start(ctx, mgr)
+}
+
+// newManager builds the pattern's manager from opts: its scheme and its probes.
+func newManager(cfg *rest.Config, opts ctrl.Options) (manager.Manager, error) {
+	scheme, err := app.NewScheme(v1alpha1.AddToScheme)
+	if err != nil {
+		return nil, err
+	}
+	opts.Scheme = scheme
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return mgr, app.AddProbes(mgr, opts)
+}

@@ -1,7 +1,10 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests: a real kube-apiserver and etcd (envtest), the generated CRD and RBAC
-// installed, each replica a full pattern (config.New) served by app.Serve as its ServiceAccount
+// installed, each replica a full pattern (a Lifespan of its own) served by app.Serve as its ServiceAccount
 // with real leader election — two replicas in one test stand for two processes.
 
 import (
@@ -30,7 +33,10 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	p := testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager}
+	testenv.Main(m, p, func(e *testenv.Env) { env = e })
+}
 
 var (
 	lease     = client.ObjectKey{Namespace: testenv.Namespace, Name: "kpatterns-" + controller.Name}
@@ -46,22 +52,21 @@ type replica struct {
 
 func start(t *testing.T) *replica {
 	t.Helper()
-	p := config.New()
+	l := &controller.Lifespan{}
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	p.RunFlags(fs)
+	l.BindFlags(fs)
 	if err := fs.Parse([]string{"--heartbeat-interval=100ms"}); err != nil {
 		t.Fatal(err)
 	}
 	o := app.RunOptions{Options: app.Options{Namespace: testenv.Namespace}, LeaderElect: true,
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
-		ProbeAddr: "0", MetricsAddr: "0", SkipNameValidation: true}
-	mgr, err := app.NewManager(app.Impersonate(env.Admin, testenv.Namespace, p.Name), p, o)
-	if err != nil {
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+	mgr := env.NewManager(t, o)
+	if err := l.Setup(mgr, o.Namespace); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- app.Serve(ctx, mgr, p, o) }()
+	go func() { r.done <- app.Serve(ctx, mgr, config.Pattern, o, l.Hooks()) }()
 	t.Cleanup(func() { _ = r.stop() })
 	return r
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests: a real kube-apiserver and etcd (envtest), the generated RBAC installed, and
@@ -21,13 +24,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kpatterns/kpatterns/mirror/config"
 	"github.com/kpatterns/kpatterns/mirror/controller"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, NewManager: newManager, Setup: controller.Setup}, func(e *testenv.Env) { env = e })
+}
 
 // setup starts the mirror and returns a fresh namespace and the manager.
 func setup(t *testing.T) (string, manager.Manager) {

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration test: the composition's union manifests installed in envtest's kube-apiserver, its
@@ -13,23 +16,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	mirrorconfig "github.com/kpatterns/kpatterns/mirror/config"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	reloaderconfig "github.com/kpatterns/kpatterns/reloader/config"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
+	summaryconfig "github.com/kpatterns/kpatterns/summary/config"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	p, err := app.Compose(Name, Members...)
+	p, err := app.Compose(Name, mirrorconfig.Pattern, reloaderconfig.Pattern, summaryconfig.Pattern)
 	if err != nil {
 		panic(err)
 	}
-	testenv.Main(m, p, func(e *testenv.Env) { env = e })
+	setupAll := func(mgr manager.Manager) error { return setup(mgr, reloaderOptions) }
+	testenv.Main(m, testenv.Pattern{Pattern: p, AddToScheme: summaryv1alpha1.AddToScheme, NewManager: newManager, Setup: setupAll},
+		func(e *testenv.Env) { env = e })
 }
 
 func TestMirrorsReloadsAndSummarizesInOneProcess(t *testing.T) {

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests through a real kube-apiserver (envtest): the generated webhook configuration
@@ -23,13 +26,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/kpatterns/kpatterns/podpolicy/config"
 	"github.com/kpatterns/kpatterns/podpolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, NewManager: newManager, Setup: webhook.Setup}, func(e *testenv.Env) { env = e })
+}
 
 // namespace creates a namespace with the given labels set to "true".
 func namespace(t testing.TB, labels ...string) string {

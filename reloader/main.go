@@ -1,11 +1,51 @@
-// Command reloader rolls opted-in Deployments when a ConfigMap they reference changes.
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command reloader rolls opted-in Deployments, StatefulSets and DaemonSets when the data of a
+// ConfigMap or Secret they reference changes.
 package main
 
 import (
+	"context"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
 	"github.com/kpatterns/kpatterns/reloader/config"
+	"github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-var pattern = config.Pattern
+// options are the reloader's own flags of run (--coalesce-window).
+var options = controller.Options{CoalesceWindow: controller.DefaultCoalesceWindow}
 
-func main() { app.Main(pattern) }
+func main() { app.Main(config.Pattern, run, options.BindFlags) }
+
+// run is `reloader run`: the manager and the reloader's controllers, served until SIGTERM.
+func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
+	opts, err := app.ManagerOptions(config.Pattern, o) // leader election, metrics, probes: the flags
+	if err != nil {
+		return err
+	}
+	mgr, err := newManager(cfg, opts)
+	if err != nil {
+		return err
+	}
+	options.WatchNamespaces = o.WatchNamespaces // its own cache watches what the manager's does
+	if err := controller.Setup(mgr, options); err != nil {
+		return err
+	}
+	return app.Start(ctx, mgr)
+}
+
+// newManager builds the reloader's manager from opts, with its probes. The manager's cache holds
+// nothing of the reloader's: its projections live in a cache of its own (controller.Setup), so a
+// composition never shares an informer with it.
+func newManager(cfg *rest.Config, opts ctrl.Options) (manager.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return mgr, app.AddProbes(mgr, opts)
+}

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests against a real API server (envtest), the generated RBAC installed and the
@@ -26,22 +29,36 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kpatterns/kpatterns/reloader/config"
 	"github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, NewManager: newManager, Setup: func(mgr manager.Manager) error {
+		return controller.Setup(mgr, defaults)
+	}}, func(e *testenv.Env) { env = e })
+}
 
-// start runs the reloader as its ServiceAccount until the test ends, and returns its own cache.
+// start runs the reloader as its ServiceAccount until the test ends, and returns a cache built as
+// the reloader builds its own (CacheOptions, IndexWorkloads) in the same namespaces, to read what
+// the reloader reads.
 func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manager.Manager, cache.Cache) {
 	t.Helper()
+	o.WatchNamespaces = watchNamespaces
 	var c cache.Cache
 	mgr := env.ManagerWith(t, func(mgr manager.Manager) (err error) {
-		c, err = controller.Setup(mgr, o)
-		return err
+		if c, err = app.OwnCache(mgr, "test", watchNamespaces, controller.CacheOptions); err != nil {
+			return err
+		}
+		if err := controller.IndexWorkloads(context.Background(), c); err != nil {
+			return err
+		}
+		return controller.Setup(mgr, o)
 	}, watchNamespaces...)
 	if !c.WaitForCacheSync(testenv.Bounded(t)) {
 		t.Fatal("the reloader's cache did not sync")
@@ -355,7 +372,7 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 
 	writes := testenv.CountWrites(mgr.GetClient())
 	recorded := events.NewFakeRecorder(10)
-	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: recorded, Project: true}
+	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: recorded}
 	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(before)}); err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +526,14 @@ func TestCacheHoldsNoValues(t *testing.T) {
 		}
 	}
 	// The baseline: the same check fails on a cache of whole objects.
-	_, whole := start(t, controller.Options{CoalesceWindow: time.Second, CacheWholeObjects: true})
+	var whole cache.Cache
+	env.ManagerWith(t, func(mgr manager.Manager) (err error) {
+		whole, err = app.OwnCache(mgr, "whole", nil, func(o *cache.Options) { app.CacheByObject(o, &corev1.Secret{}, cache.ByObject{}) })
+		return err
+	})
+	if !whole.WaitForCacheSync(testenv.Bounded(t)) {
+		t.Fatal("the whole-object cache did not sync")
+	}
 	l := &corev1.SecretList{}
 	if err := whole.List(ctx, l, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)

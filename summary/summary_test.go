@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests against a real API server (envtest), the generated CRD and RBAC installed, the
@@ -21,12 +24,15 @@ import (
 
 	"github.com/kpatterns/kpatterns/shared/testenv"
 	"github.com/kpatterns/kpatterns/summary/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/summary/config"
 	"github.com/kpatterns/kpatterns/summary/controller"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager, Setup: controller.Setup}, func(e *testenv.Env) { env = e })
+}
 
 // pod creates a Pod and gives it a phase and readiness, as a kubelet would.
 func pod(t testing.TB, ns, name string, labels map[string]string, phase corev1.PodPhase, ready bool) *corev1.Pod {

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Integration tests: a real kube-apiserver and etcd (envtest), the generated CRD and RBAC
@@ -27,12 +30,15 @@ import (
 
 	"github.com/kpatterns/kpatterns/shared/testenv"
 	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/widget/config"
 	"github.com/kpatterns/kpatterns/widget/controller"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager, Setup: setup}, func(e *testenv.Env) { env = e })
+}
 
 func widget(ns, name string) *v1alpha1.Widget {
 	return &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

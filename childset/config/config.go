@@ -1,12 +1,14 @@
-// Package config declares the pattern (Pattern) and holds its generated manifests (FS) —
-// controller-gen writes them from the markers: crd, rbac — so the binary and any composition of
-// patterns (app.Compose) use exactly what was generated.
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package config holds the pattern's manifests (FS), which controller-gen generates from the
+// markers (crd, rbac), and declares them (Pattern): the binary and any composition of patterns
+// (app.Compose) render exactly what was generated.
 package config
 
 import (
 	"embed"
 
-	"github.com/kpatterns/kpatterns/childset/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/childset/controller"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
@@ -16,11 +18,5 @@ import (
 //go:embed crd rbac
 var FS embed.FS
 
-// Pattern declares the pattern to shared/app: its main.go runs it, and app.Compose composes it.
-var Pattern = app.Pattern{
-	Name:        controller.Name,
-	Config:      FS,
-	AddToScheme: v1alpha1.AddToScheme,
-	Cache:       controller.CacheOptions,
-	Setup:       controller.Setup,
-}
+// Pattern is what `manifests` and `install` render (and app.Compose composes).
+var Pattern = app.Pattern{Name: controller.Name, Config: FS}

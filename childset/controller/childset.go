@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller reconciles a Bundle: one ConfigMap per entry of spec.entries, ensured by
 // server-side apply, and the ConfigMaps of entries that left the spec pruned — each delete guarded
 // by ownership, UID and resourceVersion.

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller reconciles a ConfigProfile in two stages: Config picks the first matching
 // case and ensures the generated ConfigMap; Workload, which needs Config's digest, stamps it on an
 // owned Deployment's Pod template, so a new configuration rolls the Pods and an unchanged one

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package thirdparty holds the Database CRD of an imaginary database operator, which dbpolicy
 // validates but neither installs nor owns. Tests, the e2e suite and the demo install it as a
 // fixture; dbpolicy's own manifests never include it.

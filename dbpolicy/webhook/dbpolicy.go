@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package webhook validates Database objects of a CRD that another operator installs and owns
 // (database.example.com/v1): this pattern has no Go types, no informer and no RBAC for it. Every
 // decision is made from the admission request alone — on UPDATE its old and new objects, never a

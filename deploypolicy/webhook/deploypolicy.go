@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package webhook enforces a namespace's Deployment policy at admission: a mutating handler
 // defaults a team label, a validating handler caps replicas (on the Deployment and on its /scale
 // subresource), keeps a team label once set, and protects annotated Deployments from deletion.

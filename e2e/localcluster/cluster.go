@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package localcluster runs a complete Kubernetes control plane as local processes, with no
 // Docker: etcd and kube-apiserver (through controller-runtime's envtest), kube-controller-manager
 // (garbage collection, namespaces, Deployments, ReplicaSets, ServiceAccounts, node lifecycle),

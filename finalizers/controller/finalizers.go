@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller keeps one external record per ExternalRecord, through a finalizer: the
 // finalizer is stored before any external call, the record is created (keyed by the object's UID),
 // checked and repaired on a timer (external state has no watch), and deleted — idempotently,

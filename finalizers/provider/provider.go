@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package provider is the external system an ExternalRecord stands for, behind a small interface
 // keyed by the object's UID: a retry or a restart never creates a second record for one object.
 // Demo is an in-memory implementation for the demo and the tests — DEMO ONLY: its records are lost

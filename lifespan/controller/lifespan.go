@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller makes the lifetime hooks of shared/app observable. While a replica leads it
 // keeps a Heartbeat — its term, a beat every interval — and its leader exit hook marks the term
 // ended once its workers have stopped; every hook is logged and emitted as an Event. An observe
@@ -82,8 +85,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often the leader writes its heartbeat")
 }
 
-// Cache narrows the informers to labelled ConfigMaps and the pattern's own Events.
-func Cache(o *cache.Options) {
+// CacheOptions narrows the informers to labelled ConfigMaps and the pattern's own Events.
+func CacheOptions(o *cache.Options) {
 	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ObserveLabel: "true"})})
 	app.CacheByObject(o, &eventsv1.Event{}, cache.ByObject{Label: labels.SelectorFromSet(labels.Set{EmittedByLabel: Name})})
 }
@@ -101,6 +104,11 @@ type Lifespan struct {
 	// wait for the heartbeat to stop, so its last write may still be in flight.
 	mu   sync.Mutex
 	last *v1alpha1.Heartbeat // the Heartbeat as last read or written
+}
+
+// Hooks are the pattern's lifetime hooks, for app.Serve.
+func (l *Lifespan) Hooks() app.Hooks {
+	return app.Hooks{Started: l.Started, Acquired: l.Acquired, LeaderExit: l.LeaderExit, Exit: l.Exit}
 }
 
 // Setup registers the heartbeat and the observe controller; namespace is the operator namespace.

@@ -1,6 +1,9 @@
-// Package config declares the pattern (Pattern) and holds its generated manifests (FS) —
-// controller-gen writes them from the markers: rbac — so the binary and any composition of
-// patterns (app.Compose) use exactly what was generated.
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package config holds the pattern's manifests (FS), which controller-gen generates from the
+// markers (rbac), and declares them (Pattern): the binary and any composition of patterns
+// (app.Compose) render exactly what was generated.
 package config
 
 import (
@@ -15,10 +18,5 @@ import (
 //go:embed rbac
 var FS embed.FS
 
-// Pattern declares the pattern to shared/app: its main.go runs it, and app.Compose composes it.
-var Pattern = app.Pattern{
-	Name:   controller.Name,
-	Config: FS,
-	Cache:  controller.CacheOptions,
-	Setup:  controller.Setup,
-}
+// Pattern is what `manifests` and `install` render (and app.Compose composes).
+var Pattern = app.Pattern{Name: controller.Name, Config: FS}

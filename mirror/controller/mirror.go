@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller mirrors every ConfigMap labelled patterns.kpatterns.dev/mirror=true into a
 // controller-owned child <source>-mirror in the same namespace, replacing the child's data and
 // binaryData as a whole so that keys deleted from the source disappear from the child.
@@ -72,16 +75,16 @@ func Setup(mgr ctrl.Manager) error {
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name)}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		Watches(&corev1.ConfigMap{}, Events).
+		Watches(&corev1.ConfigMap{}, EnqueueSource).
 		Complete(r)
 }
 
-// Events enqueues the source each ConfigMap event concerns (MapConfigMapToSource). A child's
-// create or update is enqueued at low priority: it is mostly the echo of mirror's own write and
-// finds nothing to do, so with a backlog (a start over many sources) the sources still waiting
+// EnqueueSource is the ConfigMap event handler: it enqueues the source each ConfigMap event
+// concerns (MapConfigMapToSource). A child's create or update is enqueued at low priority: it is
+// mostly the echo of mirror's own write and finds nothing to do, so with a backlog (a start over many sources) the sources still waiting
 // for their child go first instead of each echo taking a turn between them. A child's deletion,
 // and every source event, keep their usual priority (low only for the initial list and resyncs).
-var Events = handler.Funcs{
+var EnqueueSource = handler.Funcs{
 	CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		enqueue(ctx, q, e.Object)
 	},
@@ -163,11 +166,11 @@ func (r *Reconciler) converge(ctx context.Context, src, child *corev1.ConfigMap)
 		r.conflict(src, child.Name)
 		return nil
 	}
-	if Converged(src, child) {
+	if converged(src, child) {
 		return nil
 	}
 	updated := child.DeepCopy()
-	Desired(src, updated)
+	desired(src, updated)
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return fmt.Errorf("updating %s: %w", child.Name, err)
 	}
@@ -178,7 +181,7 @@ func (r *Reconciler) converge(ctx context.Context, src, child *corev1.ConfigMap)
 // (reported, never touched) or ours without our label (repaired); the one live read tells which.
 func (r *Reconciler) create(ctx context.Context, src *corev1.ConfigMap, key client.ObjectKey) (reconcile.Result, error) {
 	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
-	Desired(src, child)
+	desired(src, child)
 	err := r.Client.Create(ctx, child)
 	if !apierrors.IsAlreadyExists(err) {
 		return reconcile.Result{}, err
@@ -224,9 +227,9 @@ func (r *Reconciler) conflict(src *corev1.ConfigMap, child string) {
 		"ConfigMap %s exists and is not owned by this source; it is left unchanged", child)
 }
 
-// Desired sets what the mirror owns on a child: its label, the controller ownerReference, and the
+// desired sets what the mirror owns on a child: its label, the controller ownerReference, and the
 // complete data and binaryData of the source.
-func Desired(src, child *corev1.ConfigMap) {
+func desired(src, child *corev1.ConfigMap) {
 	if child.Labels == nil {
 		child.Labels = map[string]string{}
 	}
@@ -241,8 +244,8 @@ func Desired(src, child *corev1.ConfigMap) {
 	child.BinaryData = src.BinaryData
 }
 
-// Converged reports whether a child owned by src needs no write.
-func Converged(src, child *corev1.ConfigMap) bool {
+// converged reports whether a child owned by src needs no write.
+func converged(src, child *corev1.ConfigMap) bool {
 	return child.Labels[Label] == Child &&
 		apiequality.Semantic.DeepEqual(emptyNil(src.Data), emptyNil(child.Data)) &&
 		apiequality.Semantic.DeepEqual(emptyNil(src.BinaryData), emptyNil(child.BinaryData))

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package controller
 
 import (
@@ -57,26 +60,26 @@ func TestChildEventsWaitBehindSources(t *testing.T) {
 		want  int
 	}{
 		{"source created", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			Events.Create(ctx, event.CreateEvent{Object: src}, q)
+			EnqueueSource.Create(ctx, event.CreateEvent{Object: src}, q)
 		}, 0},
 		{"source listed at start", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			Events.Create(ctx, event.CreateEvent{Object: src, IsInInitialList: true}, q)
+			EnqueueSource.Create(ctx, event.CreateEvent{Object: src, IsInInitialList: true}, q)
 		}, handler.LowPriority},
 		{"source changed", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			Events.Update(ctx, event.UpdateEvent{ObjectOld: src, ObjectNew: changed(src)}, q)
+			EnqueueSource.Update(ctx, event.UpdateEvent{ObjectOld: src, ObjectNew: changed(src)}, q)
 		}, 0},
 		{"child created", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			Events.Create(ctx, event.CreateEvent{Object: child}, q)
+			EnqueueSource.Create(ctx, event.CreateEvent{Object: child}, q)
 		}, handler.LowPriority},
 		{"child changed", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			Events.Update(ctx, event.UpdateEvent{ObjectOld: child, ObjectNew: changed(child)}, q)
+			EnqueueSource.Update(ctx, event.UpdateEvent{ObjectOld: child, ObjectNew: changed(child)}, q)
 		}, handler.LowPriority},
 		{"child deleted", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			Events.Delete(ctx, event.DeleteEvent{Object: child}, q)
+			EnqueueSource.Delete(ctx, event.DeleteEvent{Object: child}, q)
 		}, 0},
 		{"child deleted, then created again", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			Events.Delete(ctx, event.DeleteEvent{Object: child}, q)
-			Events.Create(ctx, event.CreateEvent{Object: child}, q)
+			EnqueueSource.Delete(ctx, event.DeleteEvent{Object: child}, q)
+			EnqueueSource.Create(ctx, event.CreateEvent{Object: child}, q)
 		}, 0}, // one request, at the higher of the two
 	} {
 		q := priorityqueue.New[reconcile.Request](tc.event)
@@ -100,7 +103,7 @@ func TestDesiredReplacesDataAndKeepsOthersFields(t *testing.T) {
 	child.Labels = map[string]string{"team": "x"}
 	child.Data = map[string]string{"a": "0", "stale": "yes"}
 	child.BinaryData = map[string][]byte{"old": {1}}
-	Desired(src, child)
+	desired(src, child)
 	if d := cmp.Diff(map[string]string{"a": "1"}, child.Data); d != "" {
 		t.Errorf("data (-want +got): %s", d)
 	}
@@ -114,11 +117,11 @@ func TestDesiredReplacesDataAndKeepsOthersFields(t *testing.T) {
 	if o == nil || o.UID != "u1" || o.Kind != "ConfigMap" || o.Name != "app" || !*o.BlockOwnerDeletion {
 		t.Errorf("controller reference = %+v", o)
 	}
-	Desired(src, child) // idempotent: one controller reference
+	desired(src, child) // idempotent: one controller reference
 	if len(child.OwnerReferences) != 1 {
 		t.Errorf("ownerReferences = %v", child.OwnerReferences)
 	}
-	if !Converged(src, child) {
+	if !converged(src, child) {
 		t.Error("Converged after Desired = false")
 	}
 }
@@ -126,20 +129,20 @@ func TestDesiredReplacesDataAndKeepsOthersFields(t *testing.T) {
 func TestConverged(t *testing.T) {
 	src := cm("app", Source)
 	child := cm("app-mirror", Child)
-	if !Converged(src, child) {
+	if !converged(src, child) {
 		t.Error("empty source and child: not converged")
 	}
 	child.Data = map[string]string{} // empty and absent maps are the same content
-	if !Converged(src, child) {
+	if !converged(src, child) {
 		t.Error("empty data map vs nil: not converged")
 	}
 	src.BinaryData = map[string][]byte{"b": {1}}
-	if Converged(src, child) {
+	if converged(src, child) {
 		t.Error("binaryData differs: converged")
 	}
 	child.BinaryData = map[string][]byte{"b": {1}}
 	child.Labels = nil
-	if Converged(src, child) {
+	if converged(src, child) {
 		t.Error("child lost its label: converged")
 	}
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package webhook admits Pods by their Namespace's labels, reading the Namespace from a
 // per-replica informer cache: every replica serves, each with its own cache of the Namespaces the
 // webhook can be asked about (those labelled patterns.kpatterns.dev/enforce=true). A miss — a

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller rolls opted-in workloads — Deployments, StatefulSets, DaemonSets — when the
 // data of a ConfigMap or Secret they reference changes. It owns nothing: it records on the
 // workload's own metadata the digests of the data it last saw, and writes the Pod template only
@@ -21,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -191,14 +193,14 @@ type Options struct {
 	// window has passed, with the data current then — a burst of changes makes a few rollouts,
 	// not one per change. A change after a quiet window rolls at once.
 	CoalesceWindow time.Duration
-	// CacheWholeObjects turns the projections off (for measuring what they save).
-	CacheWholeObjects bool
+	// WatchNamespaces are the namespaces the reloader's own cache watches (empty: all): the
+	// manager's --watch-namespaces.
+	WatchNamespaces []string
 }
 
 // BindFlags binds the options to run's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", DefaultCoalesceWindow, "least time between two rollouts of one workload; changes in between are rolled together when it has passed")
-	fs.BoolVar(&o.CacheWholeObjects, "cache-whole-objects", false, "cache ConfigMaps, Secrets and workloads whole instead of projected (values in memory; for measurement only)")
 }
 
 // Workload is one kind of Pod-template workload: the one code path over the Pod template is
@@ -245,20 +247,24 @@ var Workloads = []Workload{
 }
 
 // CacheOptions is the reloader's own cache (app.OwnCache): opted-in workloads only, every
-// ConfigMap and Secret (any may be referenced), all projected (Project) unless whole is set.
-func CacheOptions(whole bool) func(*cache.Options) {
-	return func(o *cache.Options) {
-		optIn := labels.SelectorFromSet(labels.Set{OptIn: "true"})
-		var project toolscache.TransformFunc // nil: the default, managedFields stripped
-		if !whole {
-			project = Project
-		}
-		for _, w := range Workloads {
-			app.CacheByObject(o, w.New(), cache.ByObject{Label: optIn, Transform: project})
-		}
-		app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Transform: project})
-		app.CacheByObject(o, &corev1.Secret{}, cache.ByObject{Transform: project})
+// ConfigMap and Secret (any may be referenced), all projected (Project).
+func CacheOptions(o *cache.Options) {
+	optIn := labels.SelectorFromSet(labels.Set{OptIn: "true"})
+	for _, w := range Workloads {
+		app.CacheByObject(o, w.New(), cache.ByObject{Label: optIn, Transform: Project})
 	}
+	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Transform: Project})
+	app.CacheByObject(o, &corev1.Secret{}, cache.ByObject{Transform: Project})
+}
+
+// IndexWorkloads registers WorkloadBySourceIndex on c for every workload kind.
+func IndexWorkloads(ctx context.Context, c cache.Cache) error {
+	for _, w := range Workloads {
+		if err := c.IndexField(ctx, w.New(), WorkloadBySourceIndex, IndexWorkloadBySource(w)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // IndexWorkloadBySource is the field index function of WorkloadBySourceIndex for workload w.
@@ -279,29 +285,29 @@ func MapSourceToWorkloads(c client.Reader, w Workload, kind Kind) handler.MapFun
 	return index.MapByKey(c, w.NewList, WorkloadBySourceIndex, func(o client.Object) string { return Ref{Kind: kind, Name: o.GetName()}.Key() })
 }
 
-// Setup builds the reloader's own cache and one controller per workload kind, and returns the
-// cache (tests list it).
-func Setup(mgr ctrl.Manager, o Options) (cache.Cache, error) {
-	c, err := app.OwnCache(mgr, Name, CacheOptions(o.CacheWholeObjects))
+// Setup builds the reloader's own cache (CacheOptions, IndexWorkloads) and one controller per
+// workload kind.
+func Setup(mgr ctrl.Manager, o Options) error {
+	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, CacheOptions)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if err := IndexWorkloads(context.Background(), c); err != nil {
+		return err
 	}
 	for _, w := range Workloads {
-		if err := c.IndexField(context.Background(), w.New(), WorkloadBySourceIndex, IndexWorkloadBySource(w)); err != nil {
-			return nil, err
-		}
 		r := &Reconciler{Workload: w, Cache: c, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
-			CoalesceWindow: o.CoalesceWindow, Project: !o.CacheWholeObjects}
+			CoalesceWindow: o.CoalesceWindow}
 		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
 			WatchesRawSource(source.Kind(c, w.New(), &handler.EnqueueRequestForObject{})).
 			WatchesRawSource(source.Kind(c, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)))).
 			WatchesRawSource(source.Kind(c, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, Secret)))).
 			Complete(r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // Reconciler keeps one kind of workload's annotations current.
@@ -311,7 +317,6 @@ type Reconciler struct {
 	Client         client.Client // writes
 	Recorder       events.EventRecorder
 	CoalesceWindow time.Duration
-	Project        bool // the cache holds projections; false: project what is read
 	rolled         sync.Map
 }
 
@@ -348,9 +353,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		case err != nil:
 			getErr = err
 			return nil
-		case !r.Project:
-			p, _ := Project(src) // whole objects cached: the same digests from a projection
-			return p.(client.Object)
 		}
 		return src
 	})

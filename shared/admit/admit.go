@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package admit holds what every admission handler of kpatterns does the same way: check the
 // request's kind and decode its object with a clear 400 on bad input, and read a namespace's
 // policy ConfigMap live.

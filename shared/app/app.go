@@ -1,5 +1,10 @@
-// Package app is the entry point every kpatterns binary shares: `manifests`, `install` and `run`,
-// driven by a small Pattern declaration in the pattern's main.go.
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package app is the command line every kpatterns binary shares — `manifests`, `install`, `run`
+// and `certs` — and the small helpers a pattern's main.go builds its manager from
+// (ManagerOptions, AddProbes, Start). The manager itself, its cache scope and its controllers are
+// wired in the pattern's own main.go.
 package app
 
 import (
@@ -13,37 +18,26 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// Pattern declares one runnable pattern.
+// Pattern declares what `manifests` and `install` render for one pattern.
 type Pattern struct {
 	// Name names the binary, its ServiceAccount, RBAC objects, Deployment and leader-election Lease.
 	Name string
 	// Config holds the generated manifests (the pattern's config package): crd/*.yaml,
 	// rbac/role.yaml and webhook/manifests.yaml, each optional.
 	Config fs.FS
-	// AddToScheme registers the pattern's own API types (optional; client-go's are always there).
-	AddToScheme func(*runtime.Scheme) error
-	// Cache narrows what the informers hold (label selectors, transforms); optional.
-	Cache func(*cache.Options)
-	// Setup registers the pattern's controllers (optional for an admission-only pattern).
-	Setup func(manager.Manager) error
-	// Webhooks registers the pattern's admission handlers on mgr.GetWebhookServer(), at the paths
-	// of its +kubebuilder:webhook markers (optional).
-	Webhooks func(manager.Manager) error
-	// RunFlags binds the pattern's own flags of `run` (optional). They are parsed before Setup
-	// runs, so Setup sees their values.
-	RunFlags func(*flag.FlagSet)
-	// Hooks are the pattern's lifetime hooks (optional; see Hooks for their order).
-	Hooks Hooks
 	// AdmissionOnly: the pattern has webhooks and no controller, so it needs no leader election:
 	// every replica serves, and no Lease or leader-election Role is rendered.
 	AdmissionOnly bool
 }
+
+// RunFunc is a pattern's `run`: it builds the manager on cfg (the kubeconfig's, impersonating the
+// ServiceAccount with --as-service-account) from o, registers the pattern's controllers and
+// webhooks, and serves until ctx ends.
+type RunFunc func(ctx context.Context, cfg *rest.Config, o RunOptions) error
 
 // FieldManager is the server-side apply field manager a pattern's controller writes with.
 func FieldManager(pattern string) string { return "kpatterns-" + pattern }
@@ -67,8 +61,9 @@ Run '%[1]s <command> -h' for a command's flags.
 `
 
 // Main runs the command line and exits the process: 0 on success, 1 on a failure, 2 on bad usage.
-func Main(p Pattern) {
-	err := Execute(ctrl.SetupSignalHandler(), p, os.Args[1:], os.Stdout, os.Stderr)
+// run is the pattern's `run`; flags bind the pattern's own flags of it.
+func Main(p Pattern, run RunFunc, flags ...func(*flag.FlagSet)) {
+	err := Execute(ctrl.SetupSignalHandler(), p, run, flags, os.Args[1:], os.Stdout, os.Stderr)
 	var u usageError
 	switch {
 	case err == nil:
@@ -84,8 +79,8 @@ func Main(p Pattern) {
 
 type usageError struct{ error }
 
-// Execute runs one command line; tests call it directly.
-func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Writer) error {
+// Execute runs one command line: Main without the exit.
+func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*flag.FlagSet), args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		_, err := fmt.Fprintf(stdout, usage, p.Name)
 		return err
@@ -134,10 +129,10 @@ func Execute(ctx context.Context, p Pattern, args []string, stdout, stderr io.Wr
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
 		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
 		r.Zap.BindFlags(fs)
-		if p.RunFlags != nil {
-			p.RunFlags(fs)
+		for _, bind := range flags {
+			bind(fs)
 		}
-		run = func() error { r.Options = o; return Run(ctx, p, r) }
+		run = func() error { r.Options = o; return Run(ctx, p, r, runPattern) }
 	case "certs":
 		var c CertOptions
 		var hosts string

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app_test
 
 import (
@@ -18,8 +21,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kpatterns/kpatterns/shared/app"
 )
@@ -37,8 +40,10 @@ rules:
 var pattern = app.Pattern{
 	Name:   "demo",
 	Config: fstest.MapFS{"rbac/role.yaml": {Data: []byte(roleYAML)}},
-	Setup:  func(manager.Manager) error { return nil },
 }
+
+// run is a pattern's run that builds no manager: these tests stop before it.
+func run(context.Context, *rest.Config, app.RunOptions) error { return errors.New("run reached") }
 
 func kinds(objs []client.Object) []string {
 	var out []string
@@ -135,7 +140,7 @@ func TestDeploymentIsRestricted(t *testing.T) {
 
 func TestManifestsPrintsParsableYAML(t *testing.T) {
 	var out bytes.Buffer
-	if err := app.Execute(context.Background(), pattern, []string{"manifests", "--image", "x/y:1"}, &out, os.Stderr); err != nil {
+	if err := app.Execute(context.Background(), pattern, run, nil, []string{"manifests", "--image", "x/y:1"}, &out, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
@@ -162,7 +167,7 @@ func TestManifestsPrintsParsableYAML(t *testing.T) {
 
 func TestBadUsage(t *testing.T) {
 	for _, args := range [][]string{{"frobnicate"}, {"run", "--no-such-flag"}, {"manifests", "extra"}} {
-		err := app.Execute(context.Background(), pattern, args, &bytes.Buffer{}, &bytes.Buffer{})
+		err := app.Execute(context.Background(), pattern, run, nil, args, &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%v: err = %v, want a usage error", args, err)
 		}
@@ -171,16 +176,15 @@ func TestBadUsage(t *testing.T) {
 
 // A pattern's own flags of run are parsed with the shared ones, before anything runs.
 func TestRunFlagsArePatternFlags(t *testing.T) {
-	p := pattern
 	var interval time.Duration
-	p.RunFlags = func(fs *flag.FlagSet) { fs.DurationVar(&interval, "repair-interval", time.Minute, "") }
-	err := app.Execute(context.Background(), p, []string{"run", "--repair-interval", "5s", "--kubeconfig", filepath.Join(t.TempDir(), "missing")},
+	flags := []func(*flag.FlagSet){func(fs *flag.FlagSet) { fs.DurationVar(&interval, "repair-interval", time.Minute, "") }}
+	err := app.Execute(context.Background(), pattern, run, flags, []string{"run", "--repair-interval", "5s", "--kubeconfig", filepath.Join(t.TempDir(), "missing")},
 		&bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || interval != 5*time.Second {
 		t.Errorf("interval = %v, err = %v: want 5s parsed, then the missing kubeconfig reported", interval, err)
 	}
-	if err := app.Execute(context.Background(), pattern, []string{"run", "--repair-interval", "5s"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
-		t.Error("a pattern without RunFlags accepted --repair-interval")
+	if err := app.Execute(context.Background(), pattern, run, nil, []string{"run", "--repair-interval", "5s"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		t.Error("a pattern without the flag accepted --repair-interval")
 	}
 }
 
@@ -189,7 +193,7 @@ func TestRunFlagsArePatternFlags(t *testing.T) {
 func TestMainErrorsAreOneLine(t *testing.T) {
 	if os.Getenv("APP_TEST_MAIN") == "1" {
 		os.Args = append([]string{"demo"}, strings.Fields(os.Getenv("APP_TEST_ARGS"))...)
-		app.Main(pattern)
+		app.Main(pattern, run)
 		os.Exit(0)
 	}
 	dir := t.TempDir()

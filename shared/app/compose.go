@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app
 
 import (
@@ -11,24 +14,19 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/yaml"
 )
 
-// Compose returns one pattern that runs the members' controllers in one process: one manager —
-// one cache, one client, one metrics endpoint, one Lease (kpatterns-<name>) — in which every member
-// keeps its own controllers (names, queues, rate limiters, metrics). Its manifests are the union
-// of the members' generated files: every member's CRDs, and all their RBAC rules as one ClusterRole
-// for the composition's ServiceAccount. Cache options are merged per object kind (MergeCache).
-// Webhook patterns are not composed: each serves on its own.
+// Compose returns the pattern of one process that runs the members' controllers — one manager,
+// one cache, one client, one metrics endpoint, one Lease (kpatterns-<name>), every member keeping
+// its own controllers (names, queues, rate limiters, metrics): its manifests are the union of the
+// members' generated files, every member's CRDs and all their RBAC rules as one ClusterRole for
+// the composition's ServiceAccount. The composition's main.go merges the members' cache options
+// (MergeCache) and calls each member's Setup. Webhook patterns are not composed: each serves on
+// its own.
 func Compose(name string, members ...Pattern) (Pattern, error) {
-	merged, err := MergeCache(members...)
-	if err != nil {
-		return Pattern{}, err
-	}
 	config := fstest.MapFS{}
 	var rules []rbacv1.PolicyRule
 	for _, m := range members {
@@ -61,35 +59,14 @@ func Compose(name string, members ...Pattern) (Pattern, error) {
 		return Pattern{}, err
 	}
 	config["rbac/role.yaml"] = &fstest.MapFile{Data: role}
-	return Pattern{
-		Name:   name,
-		Config: config,
-		AddToScheme: func(s *runtime.Scheme) error {
-			for _, m := range members {
-				if m.AddToScheme != nil {
-					if err := m.AddToScheme(s); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		},
-		Cache: func(o *cache.Options) {
-			for obj, by := range merged.ByObject {
-				CacheByObject(o, obj, by)
-			}
-		},
-		Setup: func(mgr manager.Manager) error {
-			for _, m := range members {
-				if m.Setup != nil {
-					if err := m.Setup(mgr); err != nil {
-						return fmt.Errorf("%s: %w", m.Name, err)
-					}
-				}
-			}
-			return nil
-		},
-	}, nil
+	return Pattern{Name: name, Config: config}, nil
+}
+
+// CacheScope is one member's cache options in a composition: its name (for errors) and the
+// function that sets its per-kind scope (the member's CacheOptions).
+type CacheScope struct {
+	Name    string
+	Options func(*cache.Options)
 }
 
 // MergeCache merges the members' cache options kind by kind (ByObject). A kind one member declares
@@ -101,7 +78,8 @@ func Compose(name string, members ...Pattern) (Pattern, error) {
 // kind whose scope matters to it, even unscoped: a kind it reads but does not declare gets the
 // others' scope. A member whose reads cannot share an informer (a projection) keeps them in a
 // cache of its own (OwnCache), which is never merged.
-func MergeCache(members ...Pattern) (cache.Options, error) {
+// The merged scopes are added to o.ByObject.
+func MergeCache(o *cache.Options, members ...CacheScope) error {
 	type declared struct {
 		by     cache.ByObject
 		obj    client.Object
@@ -111,12 +89,9 @@ func MergeCache(members ...Pattern) (cache.Options, error) {
 	var order []reflect.Type
 	var errs []error
 	for _, m := range members {
-		if m.Cache == nil {
-			continue
-		}
-		var o cache.Options
-		m.Cache(&o)
-		for obj, by := range o.ByObject {
+		var mo cache.Options
+		m.Options(&mo)
+		for obj, by := range mo.ByObject {
 			t := reflect.TypeOf(obj)
 			d, seen := kinds[t]
 			if !seen {
@@ -142,9 +117,11 @@ func MergeCache(members ...Pattern) (cache.Options, error) {
 			d.owners = append(d.owners, m.Name)
 		}
 	}
-	out := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	for _, t := range order {
-		out.ByObject[kinds[t].obj] = kinds[t].by
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	return out, errors.Join(errs...)
+	for _, t := range order {
+		CacheByObject(o, kinds[t].obj, kinds[t].by)
+	}
+	return nil
 }

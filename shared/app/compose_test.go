@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app_test
 
 import (
@@ -16,15 +19,12 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-func member(name string, byObject map[client.Object]cache.ByObject) app.Pattern {
-	p := pattern
-	p.Name = name
-	p.Cache = func(o *cache.Options) {
+func member(name string, byObject map[client.Object]cache.ByObject) app.CacheScope {
+	return app.CacheScope{Name: name, Options: func(o *cache.Options) {
 		for obj, by := range byObject {
 			app.CacheByObject(o, obj, by)
 		}
-	}
-	return p
+	}}
 }
 
 func selector(s string) labels.Selector {
@@ -41,8 +41,8 @@ func TestMergeCache(t *testing.T) {
 	reloaderLike := member("reloader", map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {}, &appsv1.Deployment{}: {Label: selector("reload=true")}})
 	summaryLike := member("summary", map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: strip}})
 
-	got, err := app.MergeCache(mirrorLike, reloaderLike, summaryLike)
-	if err != nil {
+	var got cache.Options
+	if err := app.MergeCache(&got, mirrorLike, reloaderLike, summaryLike); err != nil {
 		t.Fatal(err)
 	}
 	scope := map[string]string{}
@@ -63,15 +63,15 @@ func TestMergeCache(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		members []app.Pattern
+		members []app.CacheScope
 		says    string
 	}{
-		{"two selectors", []app.Pattern{mirrorLike, member("other", map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: selector("team=a")}})},
+		{"two selectors", []app.CacheScope{mirrorLike, member("other", map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: selector("team=a")}})},
 			`mirror and other cache ConfigMap by different labels ("mirror in (child,source)", "team=a")`},
-		{"a transform and another reader", []app.Pattern{summaryLike, member("podreader", map[client.Object]cache.ByObject{&corev1.Pod{}: {}})},
+		{"a transform and another reader", []app.CacheScope{summaryLike, member("podreader", map[client.Object]cache.ByObject{&corev1.Pod{}: {}})},
 			"summary and podreader both cache Pod and one transforms it"},
 	} {
-		if _, err := app.MergeCache(tc.members...); err == nil || !strings.Contains(err.Error(), tc.says) {
+		if err := app.MergeCache(&cache.Options{}, tc.members...); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: err = %v, want one saying %q", tc.name, err, tc.says)
 		}
 	}

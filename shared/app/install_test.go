@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app_test
 
 import (
@@ -17,7 +20,7 @@ import (
 
 // TestInstallIsIdempotentAndReportsChanges applies the manifests to a real API server.
 func TestInstallIsIdempotentAndReportsChanges(t *testing.T) {
-	env, err := testenv.Start(pattern) // installs once, without a Deployment
+	env, err := testenv.Start(testenv.Pattern{Pattern: pattern}) // installs once, without a Deployment
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +95,7 @@ spec:
 
 // run refuses to start, in one line, before the pattern's CRDs are installed.
 func TestRunNeedsItsCRDs(t *testing.T) {
-	env, err := testenv.Start(pattern)
+	env, err := testenv.Start(testenv.Pattern{Pattern: pattern})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app
 
 import (
@@ -43,16 +46,15 @@ type Hooks struct {
 	ExitTimeout time.Duration
 }
 
-// Serve runs mgr — built by NewManager for p — with p's lifetime hooks, until ctx ends or the
-// manager fails (a lost Lease, say), and returns the manager's error.
-func Serve(ctx context.Context, mgr manager.Manager, p Pattern, o RunOptions) error {
-	h := p.Hooks
+// Serve is Start with lifetime hooks: it runs mgr — built from ManagerOptions(p, o) — until ctx
+// ends or the manager fails (a lost Lease, say), calls h around it, and returns the manager's error.
+func Serve(ctx context.Context, mgr manager.Manager, p Pattern, o RunOptions, h Hooks) error {
 	if h.Started != nil {
 		if err := h.Started(ctx); err != nil {
 			return err
 		}
 	}
-	leader := &leaderHook{hooks: h, reader: mgr.GetAPIReader(), lease: client.ObjectKey{Namespace: o.Namespace, Name: "kpatterns-" + p.Name},
+	leader := &leaderHook{hooks: h, reader: mgr.GetAPIReader(), lease: client.ObjectKey{Namespace: o.Namespace, Name: LeaseName(p.Name)},
 		electing: o.LeaderElect && !p.AdmissionOnly, identity: make(chan string, 1)}
 	if h.Acquired != nil || h.LeaderExit != nil {
 		if err := mgr.Add(leader); err != nil {

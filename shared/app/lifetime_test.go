@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app_test
 
 import (
@@ -44,7 +47,7 @@ func (j *journal) has(e string) bool {
 // (with the identity the Lease names) → a reconcile in flight when the process is told to stop
 // finishes → leader exit → exit.
 func TestHooksRunInOrder(t *testing.T) {
-	env, err := testenv.Start(pattern)
+	env, err := testenv.Start(testenv.Pattern{Pattern: pattern})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +55,7 @@ func TestHooksRunInOrder(t *testing.T) {
 	var j journal
 	p := pattern
 	p.Name = "lifetime"
-	p.Setup = func(mgr manager.Manager) error {
+	setup := func(mgr manager.Manager) error {
 		return ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("inflight").
 			Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				if req.Name != "trigger" {
@@ -65,7 +68,7 @@ func TestHooksRunInOrder(t *testing.T) {
 			}))
 	}
 	var exitDeadline bool
-	p.Hooks = app.Hooks{
+	hooks := app.Hooks{
 		Started:  func(context.Context) error { j.add("started"); return nil },
 		Acquired: func(_ context.Context, id string) { j.add("acquired " + id) },
 		LeaderExit: func(ctx context.Context, id string, cause error) {
@@ -76,14 +79,21 @@ func TestHooksRunInOrder(t *testing.T) {
 		Exit:        func(_ context.Context, cause error) { j.add("exit") },
 		ExitTimeout: 200 * time.Millisecond,
 	}
-	o := app.RunOptions{Options: app.Options{Namespace: testenv.Namespace}, LeaderElect: true, ProbeAddr: "0", MetricsAddr: "0", SkipNameValidation: true}
-	mgr, err := app.NewManager(env.Admin, p, o)
+	o := app.RunOptions{Options: app.Options{Namespace: testenv.Namespace}, LeaderElect: true, ProbeAddr: "0", MetricsAddr: "0"}
+	opts, err := app.ManagerOptions(p, o)
 	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(env.Admin, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, mgr, p, o) }()
+	go func() { done <- app.Serve(ctx, mgr, p, o, hooks) }()
 	testenv.Eventually(t, "leadership acquired", func() error {
 		if !j.has("acquired ") {
 			return errors.New("not yet")

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package app
 
 import (
@@ -73,8 +76,6 @@ type RunOptions struct {
 	WebhookPort   int
 	CertDir       string
 	Zap           zap.Options
-	// SkipNameValidation lets tests run several managers with the same controllers in one process.
-	SkipNameValidation bool
 }
 
 // ServiceAccountUser is the user name a pattern's ServiceAccount authenticates as.
@@ -82,9 +83,10 @@ func ServiceAccountUser(namespace, pattern string) string {
 	return "system:serviceaccount:" + namespace + ":" + pattern
 }
 
-// Run starts the pattern's manager and blocks until ctx ends (SIGTERM/SIGINT in Main), then shuts
-// down gracefully: controllers drain, the leader Lease is released.
-func Run(ctx context.Context, p Pattern, o RunOptions) error {
+// Run is `run`: it sets up logging, loads the kubeconfig (impersonating the ServiceAccount with
+// --as-service-account), fails fast in one line when the API server does not answer or a CRD of
+// the pattern is missing, and hands over to the pattern's run.
+func Run(ctx context.Context, p Pattern, o RunOptions, run RunFunc) error {
 	log := zap.New(zap.UseFlagOptions(&o.Zap))
 	ctrl.SetLogger(log)
 	klog.SetLogger(log)
@@ -102,13 +104,9 @@ func Run(ctx context.Context, p Pattern, o RunOptions) error {
 	if err := CheckCRDs(cfg, p); err != nil {
 		return err
 	}
-	mgr, err := NewManager(cfg, p, o)
-	if err != nil {
-		return err
-	}
 	log.Info("starting", "pattern", p.Name, "namespace", o.Namespace, "watchNamespaces", o.WatchNamespaces,
 		"leaderElection", o.LeaderElect && !p.AdmissionOnly, "user", cfg.Impersonate.UserName)
-	return Serve(ctx, mgr, p, o)
+	return run(ctx, cfg, o)
 }
 
 // Impersonate returns a copy of cfg that acts as the pattern's ServiceAccount.
@@ -121,13 +119,12 @@ func Impersonate(cfg *rest.Config, namespace, pattern string) *rest.Config {
 	return cfg
 }
 
-// NewManager builds the manager `run` starts, with the pattern's scheme, cache scope (managedFields
-// always stripped), leader election, probes, metrics and controllers.
-func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, error) {
-	s, err := NewScheme(p.AddToScheme)
-	if err != nil {
-		return nil, err
-	}
+// ManagerOptions are the manager options the flags of `run` select: the cache's defaults
+// (managedFields stripped, --watch-namespaces), leader election through the Lease
+// kpatterns-<name> (not for an admission-only pattern), the probe and metrics addresses, the
+// webhook server when the pattern has webhooks, and the reconcile workers. The pattern adds its
+// scheme and its cache scope.
+func ManagerOptions(p Pattern, o RunOptions) (ctrl.Options, error) {
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if len(o.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -135,29 +132,25 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
-	if p.Cache != nil {
-		p.Cache(&cacheOpts)
-	}
 	webhooks, err := HasWebhooks(p)
 	if err != nil {
-		return nil, err
+		return ctrl.Options{}, err
 	}
 	var server webhook.Server
 	if webhooks {
 		server = WebhookServer(o.WebhookHost, o.WebhookPort, o.CertDir)
 	}
 	if err := o.checkLeaseTiming(); err != nil {
-		return nil, err
+		return ctrl.Options{}, err
 	}
 	if o.Workers < 0 {
-		return nil, fmt.Errorf("--max-concurrent-reconciles %d: want 1 or more", o.Workers)
+		return ctrl.Options{}, fmt.Errorf("--max-concurrent-reconciles %d: want 1 or more", o.Workers)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        s,
+	return ctrl.Options{
 		Cache:                         cacheOpts,
 		WebhookServer:                 server,
 		LeaderElection:                o.LeaderElect && !p.AdmissionOnly,
-		LeaderElectionID:              "kpatterns-" + p.Name,
+		LeaderElectionID:              LeaseName(p.Name),
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 nonZero(o.LeaseDuration),
@@ -165,42 +158,39 @@ func NewManager(cfg *rest.Config, p Pattern, o RunOptions) (manager.Manager, err
 		RetryPeriod:                   nonZero(o.RetryPeriod),
 		HealthProbeBindAddress:        o.ProbeAddr,
 		Metrics:                       metricsOptions(o),
-		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation, MaxConcurrentReconciles: o.Workers},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cacheOpts.DefaultNamespaces != nil {
-		namespaces.Store(mgr, cacheOpts.DefaultNamespaces)
-	}
+		Controller:                    config.Controller{MaxConcurrentReconciles: o.Workers},
+	}, nil
+}
+
+// LeaseName is the leader-election Lease of a pattern.
+func LeaseName(pattern string) string { return "kpatterns-" + pattern }
+
+// AddProbes adds /healthz (the process answers) and /readyz: ready once the informers have synced
+// — before that a controller would act on a partial view — and, when opts has a webhook server,
+// once it answers, since the API server may call it at once.
+func AddProbes(mgr manager.Manager, opts ctrl.Options) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
+		return err
 	}
-	// Ready once the informers have synced: before that the controller would act on a partial view.
-	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+	if err := mgr.AddReadyzCheck("informers", synced("informer caches", mgr.GetCache())); err != nil {
+		return err
+	}
+	if opts.WebhookServer != nil {
+		return mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker())
+	}
+	return nil
+}
+
+// synced is a readiness check that passes once c has synced.
+func synced(what string, c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("informer caches have not synced")
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New(what + " have not synced")
 		}
 		return nil
-	}); err != nil {
-		return nil, err
 	}
-	if webhooks { // ready once the webhook server answers: the API server may call it at once
-		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			return nil, err
-		}
-	}
-	for _, setup := range []func(manager.Manager) error{p.Webhooks, p.Setup} {
-		if setup == nil {
-			continue
-		}
-		if err := setup(mgr); err != nil {
-			return nil, err
-		}
-	}
-	return mgr, nil
 }
 
 // metricsOptions serves /metrics as kubebuilder scaffolds it: HTTPS (a self-signed certificate,

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controlplane builds the Kubernetes control-plane binaries (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kwok) from the Go modules pinned in
 // tools/controlplane, once per version, into a shared cache directory.

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package digest computes the configuration digests that patterns stamp on Pod templates so that a
 // change of configuration rolls the Pods and an unchanged one does not.
 package digest

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package index maps watch events through controller-runtime field indexes: a reverse lookup
 // from an object to the objects that name it, without scanning the cache.
 package index

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stages expresses a reconciler as an ordered table of named stages, and maintains the
 // custom resource's status from their results: one condition per stage (<Stage>Ready), Ready from
 // all of them, observedGeneration, and one status patch per reconcile, in one deferred place, only

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testenv runs a pattern's integration tests against a real API server: envtest's etcd
 // and kube-apiserver, built once by package controlplane. The pattern's generated manifests
 // (CRDs, ServiceAccount, RBAC) are installed, and its manager runs as its ServiceAccount, so the
@@ -19,8 +22,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -34,11 +39,24 @@ import (
 // Namespace is the operator namespace the tests install into.
 const Namespace = "default"
 
+// Pattern is what a pattern's integration tests run: its declaration (manifests), its API types,
+// and the two halves of its main.go — the manager it builds and the controllers and webhooks it
+// registers.
+type Pattern struct {
+	app.Pattern
+	// AddToScheme registers the pattern's own API types for Env.Client (optional).
+	AddToScheme func(*runtime.Scheme) error
+	// NewManager builds the pattern's manager from options as app.ManagerOptions makes them.
+	NewManager func(*rest.Config, ctrl.Options) (manager.Manager, error)
+	// Setup registers the pattern's controllers and webhooks on the manager.
+	Setup func(manager.Manager) error
+}
+
 // Env is a running API server with a pattern installed.
 type Env struct {
 	Admin   *rest.Config  // system:masters
 	Client  client.Client // admin client with the pattern's types: live reads and writes (no cache)
-	Pattern app.Pattern
+	Pattern Pattern
 	env     *envtest.Environment
 }
 
@@ -46,7 +64,7 @@ type Env struct {
 // and stops the server. It is meant for TestMain:
 // `func TestMain(m *testing.M) { testenv.Main(m, pattern, func(e *testenv.Env) { env = e }) }`;
 // it never returns. A failure to start is fatal: no test skips for lack of binaries.
-func Main(m *testing.M, p app.Pattern, set func(*Env), fixtures ...client.Object) {
+func Main(m *testing.M, p Pattern, set func(*Env), fixtures ...client.Object) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 	e, err := Start(p, fixtures...)
 	if err != nil {
@@ -65,14 +83,14 @@ func Main(m *testing.M, p app.Pattern, set func(*Env), fixtures ...client.Object
 // someone else installs in a real cluster (another operator's CRD, say), created as admin before
 // the pattern's own and, for CRDs, served before Start returns. If a step after the start fails,
 // it stops what it started: no etcd or kube-apiserver outlives a failed Start.
-func Start(p app.Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
+func Start(p Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	dir, err := controlplane.Ensure(ctx, controlplane.EnvtestBinaries...)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := app.Objects(p, app.Options{Namespace: Namespace})
+	objs, err := app.Objects(p.Pattern, app.Options{Namespace: Namespace})
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +157,11 @@ func Start(p app.Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
 func (e *Env) Stop() error { return e.env.Stop() }
 
 // Manager builds the pattern's manager as `run --as-service-account --leader-elect=false
-// [--watch-namespaces ...]` would, starts it, and stops it when the test ends. The returned
-// manager's client reads from its cache.
+// [--watch-namespaces ...]` would, with its controllers and webhooks, starts it, and stops it when
+// the test ends. The returned manager's client reads from its cache.
 func (e *Env) Manager(t testing.TB, watchNamespaces ...string) manager.Manager {
 	t.Helper()
-	return e.start(t, e.Pattern, watchNamespaces...)
+	return e.ManagerWith(t, e.Pattern.Setup, watchNamespaces...)
 }
 
 // IdleManager is Manager without the pattern's controllers: the same cache and clients, for tests
@@ -166,21 +184,9 @@ func (e *Env) IdleManager(t testing.TB, setup ...func(manager.Manager) error) ma
 // when the test — or subtest — that started it ends.
 func (e *Env) ManagerWith(t testing.TB, setup func(manager.Manager) error, watchNamespaces ...string) manager.Manager {
 	t.Helper()
-	p := e.Pattern
-	p.Setup = setup
-	return e.start(t, p, watchNamespaces...)
-}
-
-func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) manager.Manager {
-	cfg := app.Impersonate(e.Admin, Namespace, p.Name)
-	wh := e.env.WebhookInstallOptions
-	mgr, err := app.NewManager(cfg, p, app.RunOptions{
-		Options:   app.Options{Namespace: Namespace, WatchNamespaces: watchNamespaces},
-		ProbeAddr: "0", MetricsAddr: "0", SkipNameValidation: true,
-		WebhookHost: wh.LocalServingHost, WebhookPort: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
-	})
-	if err != nil {
-		t.Fatalf("manager: %v", err)
+	mgr := e.NewManager(t, app.RunOptions{Options: app.Options{WatchNamespaces: watchNamespaces}})
+	if err := setup(mgr); err != nil {
+		t.Fatalf("setup: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -197,8 +203,31 @@ func (e *Env) start(t testing.TB, p app.Pattern, watchNamespaces ...string) mana
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		t.Fatalf("manager cache did not sync within %s (is list or watch forbidden?)", eventuallyBound())
 	}
-	if hooks, _ := app.HasWebhooks(p); hooks { // the API server may call the webhooks at once
+	if hooks, _ := app.HasWebhooks(e.Pattern.Pattern); hooks { // the API server may call the webhooks at once
 		Eventually(t, "webhook server started", func() error { return mgr.GetWebhookServer().StartedChecker()(nil) })
+	}
+	return mgr
+}
+
+// NewManager builds, without starting it, the pattern's manager as `run --as-service-account`
+// with o would (leader election off unless o asks for it, no probe or metrics listener, the
+// webhook server on envtest's port): for a test that starts and stops it itself.
+func (e *Env) NewManager(t testing.TB, o app.RunOptions) manager.Manager {
+	t.Helper()
+	wh := e.env.WebhookInstallOptions
+	o.Namespace = Namespace
+	o.ProbeAddr, o.MetricsAddr = "0", "0"
+	o.WebhookHost, o.WebhookPort, o.CertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
+	opts, err := app.ManagerOptions(e.Pattern.Pattern, o)
+	if err != nil {
+		t.Fatalf("manager options: %v", err)
+	}
+	// controller-runtime refuses a second controller of one name in a process; a test process
+	// runs many managers one after another.
+	opts.Controller.SkipNameValidation = ptr.To(true)
+	mgr, err := e.Pattern.NewManager(app.Impersonate(e.Admin, Namespace, e.Pattern.Name), opts)
+	if err != nil {
+		t.Fatalf("manager: %v", err)
 	}
 	return mgr
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller summarizes existing Pods into a Workload's status: counts by phase, ready
 // and total, and a Ready condition. It never writes a Pod.
 package controller

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controller reconciles a Widget through three stages — ConfigMap, Deployment (which
 // needs the ConfigMap), Service — each ensured by server-side apply and reported as a condition.
 package controller

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 is the Bundle API: one custom resource with a variable set of ConfigMap
 // children, one per entry.
 // +kubebuilder:object:generate=true

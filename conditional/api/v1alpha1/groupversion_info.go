@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 is the ConfigProfile API: ordered cases, first match wins, generate a
 // configuration that an owned Deployment rolls out by checksum.
 // +kubebuilder:object:generate=true

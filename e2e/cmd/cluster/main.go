@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command cluster starts and stops the local cluster in the background:
 //
 //	cluster up [--dir .cluster]     start it (or report the running one); writes DIR/kubeconfig

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demo shows the patterns on the running local cluster (go tool task demo starts it):
 // it installs each pattern with its generated manifests, runs it in the background as its
 // ServiceAccount, and walks through what it does as a user would see it with kubectl.

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command image builds a pattern's OCI image without a Docker engine and without pulling a base
 // image: a static (CGO_ENABLED=0) binary per platform on an empty base, with what a distroless
 // static base gives that the binary needs — CA certificates (from the host), an /etc/passwd and

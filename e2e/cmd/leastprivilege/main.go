@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command leastprivilege proves each pattern's generated RBAC is least privilege: for every
 // permission of its ClusterRole (config/rbac/role.yaml), it runs the pattern's integration tests —
 // the manager impersonating its ServiceAccount — with that one permission removed

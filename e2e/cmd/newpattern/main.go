@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command newpattern copies a pattern into a new module of this repository — the start of your
 // own operator:
 //
@@ -119,7 +122,7 @@ func addToTaskfile(path, name string) error {
 func generate(root, name string) []string {
 	args := []string{"tool", "controller-gen", "rbac:roleName=" + name, "paths=./" + name + "/...", "output:rbac:artifacts:config=" + name + "/config/rbac"}
 	if _, err := os.Stat(filepath.Join(root, name, "api")); err == nil {
-		args = append(args, "object", "paths=./"+name+"/api/...", "crd", "paths=./"+name+"/api/...", "output:crd:artifacts:config="+name+"/config/crd")
+		args = append(args, "object:headerFile=hack/boilerplate.go.txt", "paths=./"+name+"/api/...", "crd", "paths=./"+name+"/api/...", "output:crd:artifacts:config="+name+"/config/crd")
 	}
 	if out, err := exec.Command("grep", "-rqs", "+kubebuilder:webhook:", filepath.Join(root, name), "--include=*.go").CombinedOutput(); err == nil && len(out) == 0 {
 		args = append(args, "webhook", "output:webhook:artifacts:config="+name+"/config/webhook")

@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 is the ExternalRecord API: a custom resource that stands for a record in an
 // external system, created and deleted through a finalizer.
 // +kubebuilder:object:generate=true

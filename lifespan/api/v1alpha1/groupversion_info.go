@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 is the Heartbeat API: the record a lifespan leader keeps of its leadership
 // terms, so that who led when can be read back.
 // +kubebuilder:object:generate=true

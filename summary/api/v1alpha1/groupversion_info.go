@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 is the Workload API: a summary of existing Pods selected by labels.
 // +kubebuilder:object:generate=true
 // +groupName=patterns.kpatterns.dev

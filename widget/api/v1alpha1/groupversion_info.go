@@ -1,3 +1,6 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 is the Widget API: one custom resource that manages a ConfigMap, a Deployment
 // and a Service.
 // +kubebuilder:object:generate=true

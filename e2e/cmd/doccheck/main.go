@@ -1,0 +1,171 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command doccheck fails when a document names something the repository does not have: an
+// environment variable KPATTERNS_* that no code or script reads, a `go tool task <target>` the
+// Taskfile lacks, a relative link to a missing file, or a Go file without the license header.
+// `go tool task lint` runs it from the repository root:
+//
+//	go run ./e2e/cmd/doccheck .
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// self is this command's directory: the names its tests plant are no code's.
+const self = "e2e/cmd/doccheck/"
+
+// Header opens every Go file (hack/boilerplate.go.txt).
+const Header = "// Copyright 2026 The kpatterns Authors."
+
+var (
+	envName  = regexp.MustCompile(`KPATTERNS_[A-Z0-9_]*[A-Z0-9]`)
+	taskRef  = regexp.MustCompile("go tool task ([a-z][a-z0-9:-]*)")
+	linkRef  = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	external = regexp.MustCompile(`^[a-z]+:`)
+)
+
+func main() {
+	root := "."
+	if len(os.Args) > 1 {
+		root = os.Args[1]
+	}
+	problems, err := Check(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "doccheck:", err)
+		os.Exit(1)
+	}
+	for _, p := range problems {
+		fmt.Println(p)
+	}
+	if len(problems) > 0 {
+		fmt.Printf("doccheck: %d problems\n", len(problems))
+		os.Exit(1)
+	}
+}
+
+// Check reads the files git tracks (and untracked ones it does not ignore) under root and returns
+// one line per problem, as file:line: what.
+func Check(root string) ([]string, error) {
+	files, err := tracked(root)
+	if err != nil {
+		return nil, err
+	}
+	code := map[string]bool{} // KPATTERNS_* names that code or scripts mention
+	var docs, goFiles []string
+	for _, f := range files {
+		switch {
+		case strings.HasSuffix(f, ".md"):
+			docs = append(docs, f)
+			continue
+		case strings.HasSuffix(f, ".go"):
+			goFiles = append(goFiles, f)
+			if strings.HasPrefix(f, self) {
+				continue // its tests plant bad names
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the work tree, not yet in git
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range envName.FindAll(b, -1) {
+			code[string(n)] = true
+		}
+	}
+	targets, err := taskTargets(filepath.Join(root, "Taskfile.yml"))
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, f := range docs {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			at := fmt.Sprintf("%s:%d", f, i+1)
+			for _, n := range envName.FindAllString(line, -1) {
+				if !code[n] {
+					problems = append(problems, fmt.Sprintf("%s: %s is read by no code or script", at, n))
+				}
+			}
+			for _, m := range taskRef.FindAllStringSubmatch(line, -1) {
+				if !targets[m[1]] {
+					problems = append(problems, fmt.Sprintf("%s: go tool task %s: no such task in Taskfile.yml", at, m[1]))
+				}
+			}
+			for _, m := range linkRef.FindAllStringSubmatch(line, -1) {
+				if external.MatchString(m[1]) {
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(root, filepath.Dir(f), m[1])); err != nil {
+					problems = append(problems, fmt.Sprintf("%s: link to %s: no such file", at, m[1]))
+				}
+			}
+		}
+	}
+	for _, f := range goFiles {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Contains(b[:min(len(b), 512)], []byte(Header)) { // controller-gen puts it below //go:build
+			problems = append(problems, fmt.Sprintf("%s:1: no license header (%q, as hack/boilerplate.go.txt)", f, Header))
+		}
+	}
+	return problems, nil
+}
+
+// tracked is the files under root that git tracks or would track, relative to root; outside a
+// git checkout, every file.
+func tracked(root string) ([]string, error) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "-co", "--exclude-standard").Output()
+	if err == nil {
+		return strings.Fields(string(out)), nil
+	}
+	var files []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		files = append(files, rel)
+		return err
+	})
+	slices.Sort(files)
+	return files, err
+}
+
+// taskTargets is the names of the Taskfile's tasks.
+func taskTargets(path string) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var tf struct {
+		Tasks map[string]any `json:"tasks"`
+	}
+	if err := yaml.Unmarshal(b, &tf); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]bool{}
+	for name := range tf.Tasks {
+		out[name] = true
+	}
+	return out, nil
+}
