@@ -128,7 +128,7 @@ var benchCases = []benchCase{
 			list := &appsv1.DeploymentList{}
 			err := c.List(ctx, list, client.InNamespace(ns))
 			return err == nil && len(list.Items) == n && !slices.ContainsFunc(list.Items, func(d appsv1.Deployment) bool {
-				return d.Annotations[reloader.SeenAnnotation] == ""
+				return d.Annotations[reloader.DigestsAnnotation] == ""
 			}), err
 		}},
 	{pattern: "summary",

@@ -739,8 +739,8 @@ func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T) int {
 			// A ConfigMap never updated leaves the template untouched (the reloader records its
 			// baseline on first sight); an updated one, the digest of its final data.
 			switch got := d.Spec.Template.Annotations[digest.Annotation]; {
-			case cm.Data["v"] == "0" && (got != "" || d.Annotations[reloader.SeenAnnotation] == ""):
-				wrong = append(wrong, fmt.Sprintf("Deployment %s: never updated, template digest %q, baseline %q", name, got, d.Annotations[reloader.SeenAnnotation]))
+			case cm.Data["v"] == "0" && (got != "" || d.Annotations[reloader.DigestsAnnotation] == ""):
+				wrong = append(wrong, fmt.Sprintf("Deployment %s: never updated, template digest %q, baseline %q", name, got, d.Annotations[reloader.DigestsAnnotation]))
 			case cm.Data["v"] != "0" && got != want:
 				wrong = append(wrong, fmt.Sprintf("Deployment %s: template digest %.12s, its ConfigMap's data %v is %.12s", name, got, cm.Data, want))
 			}

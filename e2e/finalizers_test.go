@@ -97,8 +97,8 @@ func TestFinalizersUnderFaults(t *testing.T) {
 			took := time.Since(start)
 			s := demoProviderStats(t, metricsAddr)
 			t.Logf("%d cycles in %s: external creates %.0f, distinct ids created %.0f, records left %.0f, injected failures %.0f",
-				cycles, took.Round(100*time.Millisecond), s["creates"], s["created_ids"], s["records"], s["injected_failures"])
-			if s["records"] != 0 || s["creates"] != s["created_ids"] || s["creates"] < cycles/2 || s["injected_failures"] == 0 {
+				cycles, took.Round(100*time.Millisecond), s["creates_total"], s["created_ids_total"], s["records"], s["injected_failures_total"])
+			if s["records"] != 0 || s["creates_total"] != s["created_ids_total"] || s["creates_total"] < cycles/2 || s["injected_failures_total"] == 0 {
 				t.Errorf("demo provider %v: want 0 records left, creates = distinct ids (at least the %d synced), failures injected", s, cycles/2)
 			}
 			return ctx

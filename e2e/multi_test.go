@@ -55,7 +55,7 @@ func threePatternsWork(ctx context.Context, t testing.TB, c client.Client, ns st
 	wait("the reloader's baseline", func() (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(d), d)
 		first = d.Spec.Template.Annotations[digest.Annotation] // none: its first sight leaves the template alone
-		return d.Annotations[reloader.SeenAnnotation] != "", err
+		return d.Annotations[reloader.DigestsAnnotation] != "", err
 	})
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {

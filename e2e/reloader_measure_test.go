@@ -93,7 +93,7 @@ func TestReloaderMemory(t *testing.T) {
 					if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 						return false, err
 					}
-					return !slices.ContainsFunc(list.Items, func(d appsv1.Deployment) bool { return d.Annotations[reloader.SeenAnnotation] == "" }), nil
+					return !slices.ContainsFunc(list.Items, func(d appsv1.Deployment) bool { return d.Annotations[reloader.DigestsAnnotation] == "" }), nil
 				})
 				if mode == "" {
 					return ""

@@ -66,7 +66,7 @@ func TestReloader(t *testing.T) {
 			waitFor(t, "the reloader's baseline on the opted-in Deployment", func(ctx context.Context) (bool, error) {
 				d := &appsv1.Deployment{}
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "opted"}, d)
-				return err == nil && d.Annotations[controller.SeenAnnotation] != "", err
+				return err == nil && d.Annotations[controller.DigestsAnnotation] != "", err
 			})
 			before := rolledOut(ctx, t, c, ns, "opted")
 			if len(before) != 1 {

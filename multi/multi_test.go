@@ -91,8 +91,8 @@ func TestMirrorsReloadsAndSummarizesInOneProcess(t *testing.T) {
 		if err := get(d, "web"); err != nil {
 			return err
 		}
-		if d.Annotations[reloader.SeenAnnotation] == "" {
-			return fmt.Errorf("no %s yet", reloader.SeenAnnotation)
+		if d.Annotations[reloader.DigestsAnnotation] == "" {
+			return fmt.Errorf("no %s yet", reloader.DigestsAnnotation)
 		}
 		return nil
 	})

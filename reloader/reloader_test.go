@@ -104,7 +104,7 @@ func setData(t *testing.T, ns string, kind controller.Kind, name, key, value str
 }
 
 // workload creates an opted-in (or not) workload of w's kind whose Pod spec spec edits.
-func workload(t *testing.T, w controller.Workload, ns, name string, optIn bool, spec func(*corev1.PodSpec)) client.Object {
+func workload(t *testing.T, w controller.WorkloadKind, ns, name string, optIn bool, spec func(*corev1.PodSpec)) client.Object {
 	t.Helper()
 	labels := map[string]string{"app": name}
 	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}}
@@ -130,7 +130,7 @@ func workload(t *testing.T, w controller.Workload, ns, name string, optIn bool, 
 }
 
 // get reads a workload live.
-func get(t *testing.T, w controller.Workload, ns, name string) client.Object {
+func get(t *testing.T, w controller.WorkloadKind, ns, name string) client.Object {
 	t.Helper()
 	obj := w.New()
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
@@ -141,7 +141,7 @@ func get(t *testing.T, w controller.Workload, ns, name string) client.Object {
 
 // want is the template digest the reloader must write for a workload: from the live sources,
 // projected as its cache projects them.
-func want(t *testing.T, w controller.Workload, obj client.Object) string {
+func want(t *testing.T, w controller.WorkloadKind, obj client.Object) string {
 	t.Helper()
 	refs := controller.Refs(&w.Template(obj).Spec)
 	return controller.Combined(controller.Digests(refs, func(r controller.Ref) client.Object {
@@ -163,13 +163,13 @@ func want(t *testing.T, w controller.Workload, obj client.Object) string {
 // baselined waits until the reloader recorded what it saw on the workload's metadata, and
 // checks it did not touch the Pod template. (A Deployment's generation does move: kube-apiserver
 // bumps it on an annotation change too, as it copies them to the ReplicaSet — no new ReplicaSet.)
-func baselined(t *testing.T, w controller.Workload, created client.Object) client.Object {
+func baselined(t *testing.T, w controller.WorkloadKind, created client.Object) client.Object {
 	t.Helper()
 	var obj client.Object
 	testenv.Eventually(t, created.GetName()+" baseline", func() error {
 		obj = get(t, w, created.GetNamespace(), created.GetName())
-		if obj.GetAnnotations()[controller.SeenAnnotation] == "" {
-			return fmt.Errorf("no %s yet", controller.SeenAnnotation)
+		if obj.GetAnnotations()[controller.DigestsAnnotation] == "" {
+			return fmt.Errorf("no %s yet", controller.DigestsAnnotation)
 		}
 		return nil
 	})
@@ -182,14 +182,14 @@ func baselined(t *testing.T, w controller.Workload, created client.Object) clien
 // rolled waits until the workload's template digest is the digest of its sources' current data,
 // and returns how many writes the reloader made since before (each of its writes after the
 // baseline is a rollout: template and metadata in one request, one generation).
-func rolled(t *testing.T, w controller.Workload, before client.Object) (client.Object, int64) {
+func rolled(t *testing.T, w controller.WorkloadKind, before client.Object) (client.Object, int64) {
 	t.Helper()
 	var obj client.Object
 	testenv.Eventually(t, before.GetName()+" rolled", func() error {
 		obj = get(t, w, before.GetNamespace(), before.GetName())
 		got, wanted := w.Template(obj).Annotations[digest.Annotation], want(t, w, obj)
 		if got != wanted {
-			return fmt.Errorf("template digest %q, want %q (seen %q, gen %d)", got, wanted, obj.GetAnnotations()[controller.SeenAnnotation], obj.GetGeneration())
+			return fmt.Errorf("template digest %q, want %q (seen %q, gen %d)", got, wanted, obj.GetAnnotations()[controller.DigestsAnnotation], obj.GetGeneration())
 		}
 		return nil
 	})
@@ -249,7 +249,7 @@ func TestEveryReferenceForm(t *testing.T) {
 	ns := env.Namespace(t)
 	start(t, defaults)
 	type item struct {
-		w      controller.Workload
+		w      controller.WorkloadKind
 		kind   controller.Kind
 		name   string
 		source string
@@ -306,7 +306,7 @@ func TestStartingRollsNothing(t *testing.T) {
 		webs[i] = baselined(t, d, webs[i])
 	}
 	stamped := get(t, d, ns, old.GetName())
-	if stamped.GetAnnotations()[controller.SeenAnnotation] == "" { // created first: baselined by now
+	if stamped.GetAnnotations()[controller.DigestsAnnotation] == "" { // created first: baselined by now
 		baselined(t, d, stamped)
 	}
 	if o := get(t, d, ns, old.GetName()).(*appsv1.Deployment); o.Spec.Template.Annotations[digest.Annotation] != oldDigest {
@@ -414,15 +414,15 @@ func TestReferenceChangeIsNoRollout(t *testing.T) {
 	}
 	edit(envFrom(controller.Secret, "b")) // generation 3: the user's edit
 	testenv.Eventually(t, "the new baseline", func() error {
-		if got := get(t, d, ns, "two").GetAnnotations()[controller.SeenAnnotation]; !strings.HasPrefix(got, "secret/b=") || strings.Contains(got, ",") {
-			return fmt.Errorf("%s = %q", controller.SeenAnnotation, got)
+		if got := get(t, d, ns, "two").GetAnnotations()[controller.DigestsAnnotation]; !strings.HasPrefix(got, "secret/b=") || strings.Contains(got, ",") {
+			return fmt.Errorf("%s = %q", controller.DigestsAnnotation, got)
 		}
 		return nil
 	})
 	edit() // generation 4
 	testenv.Eventually(t, "the baseline removed", func() error {
-		if _, ok := get(t, d, ns, "two").GetAnnotations()[controller.SeenAnnotation]; ok {
-			return fmt.Errorf("%s still there", controller.SeenAnnotation)
+		if _, ok := get(t, d, ns, "two").GetAnnotations()[controller.DigestsAnnotation]; ok {
+			return fmt.Errorf("%s still there", controller.DigestsAnnotation)
 		}
 		return nil
 	})
@@ -445,7 +445,7 @@ func TestSharedSourceAndTheIndex(t *testing.T) {
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns}}
 	var got []string
-	for _, w := range []controller.Workload{d, s} {
+	for _, w := range []controller.WorkloadKind{d, s} {
 		for _, req := range controller.MapSourceToWorkloads(c, w, controller.ConfigMap)(ctx, cm) {
 			got = append(got, w.Kind+"/"+req.Name)
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +39,7 @@ import (
 	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/finalizers/provider"
 	"github.com/kpatterns/kpatterns/shared/conditions"
+	"github.com/kpatterns/kpatterns/shared/status"
 )
 
 // Name is the pattern's name.
@@ -193,7 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // sync makes the external record hold spec.value: created the first time, updated after a spec
 // change, repaired when it went missing or changed behind the controller's back.
 func (r *Reconciler) sync(ctx context.Context, rec *v1alpha1.ExternalRecord) (reconcile.Result, error) {
-	before := rec.DeepCopy()
+	patcher := status.NewPatcher(r.Client, rec)
 	id := string(rec.UID)
 	want := provider.Record{Value: rec.Spec.Value}
 	got, found, err := r.Provider.Get(ctx, id)
@@ -205,19 +205,20 @@ func (r *Reconciler) sync(ctx context.Context, rec *v1alpha1.ExternalRecord) (re
 		}
 	}
 	if err != nil {
-		r.setReady(rec, metav1.ConditionFalse, ReasonProviderError, err.Error())
-		return reconcile.Result{}, joinStatus(err, r.patchStatus(ctx, before, rec))
+		r.setReady(patcher, rec, metav1.ConditionFalse, ReasonProviderError, err.Error())
+		return reconcile.Result{}, joinStatus(err, patchStatus(ctx, patcher, rec))
 	}
 	rec.Status.ExternalID = id
-	r.setReady(rec, metav1.ConditionTrue, ReasonSynced, "the external record holds spec.value")
-	if err := r.patchStatus(ctx, before, rec); err != nil {
+	r.setReady(patcher, rec, metav1.ConditionTrue, ReasonSynced, "the external record holds spec.value")
+	if err := patchStatus(ctx, patcher, rec); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: r.RepairInterval}, nil
 }
 
 // recordWrite tells what a Put was: the first create, an update after a spec change, or a repair
-// of drift (the spec had not changed since the last sync).
+// of drift (the spec had not changed since the last sync). Its events report an external write
+// that happened, so they go out at once, whatever becomes of the status patch.
 func (r *Reconciler) recordWrite(rec *v1alpha1.ExternalRecord, found bool, got provider.Record) {
 	switch {
 	case rec.Status.ExternalID == "":
@@ -244,9 +245,9 @@ func (r *Reconciler) finalize(ctx context.Context, rec *v1alpha1.ExternalRecord)
 	err := r.Provider.Delete(ctx, string(rec.UID))
 	logf.FromContext(ctx).Info("external delete", "id", string(rec.UID), "err", err)
 	if err != nil {
-		before := rec.DeepCopy()
-		r.setReady(rec, metav1.ConditionFalse, ReasonDeleteFailed, "deleting the external record: "+err.Error())
-		return joinStatus(err, r.patchStatus(ctx, before, rec))
+		patcher := status.NewPatcher(r.Client, rec)
+		r.setReady(patcher, rec, metav1.ConditionFalse, ReasonDeleteFailed, "deleting the external record: "+err.Error())
+		return joinStatus(err, patchStatus(ctx, patcher, rec))
 	}
 	patch := client.MergeFromWithOptions(rec.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(rec, Finalizer)
@@ -254,23 +255,20 @@ func (r *Reconciler) finalize(ctx context.Context, rec *v1alpha1.ExternalRecord)
 }
 
 // setReady sets the Ready condition; a change of reason to a failure is announced once, as a
-// Warning event.
-func (r *Reconciler) setReady(rec *v1alpha1.ExternalRecord, status metav1.ConditionStatus, reason, msg string) {
+// Warning event, once the status that records it is written (p).
+func (r *Reconciler) setReady(p *status.Patcher[*v1alpha1.ExternalRecord], rec *v1alpha1.ExternalRecord, s metav1.ConditionStatus, reason, msg string) {
 	prev := meta.FindStatusCondition(rec.Status.Conditions, conditions.Ready)
-	if status == metav1.ConditionFalse && (prev == nil || prev.Reason != reason) {
-		r.Recorder.Eventf(rec, nil, corev1.EventTypeWarning, reason, "Sync", "%s", msg)
+	if s == metav1.ConditionFalse && (prev == nil || prev.Reason != reason) {
+		p.Eventf(r.Recorder, rec, corev1.EventTypeWarning, reason, "Sync", "%s", msg)
 	}
-	meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: conditions.Ready, Status: status,
+	meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: conditions.Ready, Status: s,
 		Reason: reason, Message: msg, ObservedGeneration: rec.Generation})
 	rec.Status.ObservedGeneration = rec.Generation
 }
 
-// patchStatus writes the status if it changed, optimistic-locked.
-func (r *Reconciler) patchStatus(ctx context.Context, before, rec *v1alpha1.ExternalRecord) error {
-	if apiequality.Semantic.DeepEqual(before.Status, rec.Status) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, rec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
+// patchStatus writes the status (status.Patcher); an object deleted meanwhile needs none.
+func patchStatus(ctx context.Context, p *status.Patcher[*v1alpha1.ExternalRecord], rec *v1alpha1.ExternalRecord) error {
+	return client.IgnoreNotFound(p.Patch(ctx, rec))
 }
 
 func joinStatus(err, statusErr error) error {
@@ -281,17 +279,23 @@ func joinStatus(err, statusErr error) error {
 }
 
 // RegisterDemoMetrics exposes the demo provider's counts on the manager's metrics endpoint, so a
-// test or a person can see from outside the process that no record leaked or was created twice.
+// test or a person can see from outside the process that no record leaked or was created twice:
+// the records held now (a gauge) and counters of creates, distinct ids ever created and injected
+// failures.
 func RegisterDemoMetrics(d *provider.Demo) error {
-	gauge := func(name, help string, v func(provider.DemoStats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "finalizers_demo_provider_" + name, Help: help},
-			func() float64 { return v(d.Stats()) })
+	const prefix = "finalizers_demo_provider_"
+	stat := func(v func(provider.DemoStats) int) func() float64 {
+		return func() float64 { return float64(v(d.Stats())) }
 	}
 	for _, c := range []prometheus.Collector{
-		gauge("records", "Records the demo provider holds now.", func(s provider.DemoStats) float64 { return float64(s.Records) }),
-		gauge("creates", "Puts that created a record.", func(s provider.DemoStats) float64 { return float64(s.Creates) }),
-		gauge("created_ids", "Distinct ids ever created (creates above this: a record created twice).", func(s provider.DemoStats) float64 { return float64(s.Created) }),
-		gauge("injected_failures", "Calls failed by fault injection.", func(s provider.DemoStats) float64 { return float64(s.Failures) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: prefix + "records", Help: "Records the demo provider holds now."},
+			stat(func(s provider.DemoStats) int { return s.Records })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "creates_total", Help: "Puts that created a record."},
+			stat(func(s provider.DemoStats) int { return int(s.Creates) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "created_ids_total", Help: "Distinct ids ever created (creates above this: a record created twice)."},
+			stat(func(s provider.DemoStats) int { return s.Created })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "injected_failures_total", Help: "Calls failed by fault injection."},
+			stat(func(s provider.DemoStats) int { return int(s.Failures) })),
 	} {
 		if err := metrics.Registry.Register(c); err != nil {
 			return err

@@ -37,6 +37,7 @@ import (
 
 	"github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/status"
 )
 
 // Name is the pattern's name, its Heartbeat's name and its Events' reporting controller.
@@ -49,7 +50,7 @@ const ObserveLabel = "patterns.kpatterns.dev/observe"
 const EmittedByLabel = "patterns.kpatterns.dev/emitted-by"
 
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=heartbeats,verbs=get;create
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=heartbeats/status,verbs=update
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=heartbeats/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list;watch;create
 
@@ -287,9 +288,9 @@ func (l *Lifespan) beat(ctx context.Context, identity string, acquired metav1.Mi
 	})
 }
 
-// write applies change to the Heartbeat (created if missing) and updates its status with an
-// optimistic lock; on a conflict it reads the Heartbeat again and re-applies change, which may
-// then decline (false).
+// write applies change to the Heartbeat (created if missing) and patches its status with an
+// optimistic lock (status.Patcher); on a conflict it reads the Heartbeat again and re-applies
+// change, which may then decline (false).
 func (l *Lifespan) write(ctx context.Context, change func(*v1alpha1.Heartbeat) bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -315,10 +316,11 @@ func (l *Lifespan) write(ctx context.Context, change func(*v1alpha1.Heartbeat) b
 		}
 		l.last = nil
 		h = h.DeepCopy()
+		patcher := status.NewPatcher(l.client, h)
 		if !change(h) {
 			return nil
 		}
-		err := l.client.Status().Update(ctx, h)
+		err := patcher.Patch(ctx, h)
 		if apierrors.IsConflict(err) {
 			continue
 		}

@@ -78,8 +78,8 @@ func hashed(m map[string][]byte) map[string][]byte {
 
 func workloadMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	p := identity(m)
-	if v, ok := m.Annotations[SeenAnnotation]; ok {
-		p.Annotations = map[string]string{SeenAnnotation: v}
+	if v, ok := m.Annotations[DigestsAnnotation]; ok {
+		p.Annotations = map[string]string{DigestsAnnotation: v}
 	}
 	return p
 }

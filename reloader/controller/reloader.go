@@ -43,11 +43,11 @@ const (
 	Name = "reloader"
 	// OptIn labels the workloads the reloader manages (value "true"); only those are cached.
 	OptIn = "patterns.kpatterns.dev/reloader"
-	// SeenAnnotation on the workload's own metadata records a short digest of each referenced
+	// DigestsAnnotation on the workload's own metadata records a short digest of each referenced
 	// source as last seen ("configmap/a=<16 hex>,secret/b=<16 hex>"): the baseline a change is
 	// detected against, and the names a rollout event reports. The Pod template carries the
 	// combined digest under digest.Annotation, written only on a change.
-	SeenAnnotation = "patterns.kpatterns.dev/config-digests"
+	DigestsAnnotation = "patterns.kpatterns.dev/config-digests"
 	// WorkloadBySourceIndex indexes workloads by the sources they reference (Ref.Key, within the
 	// workload's namespace: controller-runtime scopes field indexes by namespace).
 	WorkloadBySourceIndex = "reloader.workloadBySource"
@@ -75,7 +75,7 @@ type Ref struct {
 	Optional bool // every reference to it is optional
 }
 
-// Key is the reference's index entry and its name in SeenAnnotation: "configmap/<name>".
+// Key is the reference's index entry and its name in DigestsAnnotation: "configmap/<name>".
 func (r Ref) Key() string { return string(r.Kind) + "/" + r.Name }
 
 // Refs returns the ConfigMaps and Secrets a Pod template references, sorted by Key: volumes,
@@ -165,7 +165,7 @@ func Combined(digests []string) string {
 	return d.String()
 }
 
-// seen is the value of SeenAnnotation ("" without references).
+// seen is the value of DigestsAnnotation ("" without references).
 func seen(refs []Ref, digests []string) string {
 	parts := make([]string, len(refs))
 	for i, r := range refs {
@@ -203,9 +203,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", DefaultCoalesceWindow, "least time between two rollouts of one workload; changes in between are rolled together when it has passed")
 }
 
-// Workload is one kind of Pod-template workload: the one code path over the Pod template is
+// WorkloadKind is one kind of Pod-template workload: the one code path over the Pod template is
 // parameterized by these three functions.
-type Workload struct {
+type WorkloadKind struct {
 	Kind     string
 	New      func() client.Object
 	NewList  func() client.ObjectList
@@ -216,7 +216,7 @@ type Workload struct {
 }
 
 // Workloads are the kinds the reloader rolls.
-var Workloads = []Workload{
+var Workloads = []WorkloadKind{
 	{Kind: "Deployment", New: func() client.Object { return &appsv1.Deployment{} }, NewList: func() client.ObjectList { return &appsv1.DeploymentList{} },
 		Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.Deployment).Spec.Template },
 		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
@@ -268,7 +268,7 @@ func IndexWorkloads(ctx context.Context, c cache.Cache) error {
 }
 
 // IndexWorkloadBySource is the field index function of WorkloadBySourceIndex for workload w.
-func IndexWorkloadBySource(w Workload) client.IndexerFunc {
+func IndexWorkloadBySource(w WorkloadKind) client.IndexerFunc {
 	return func(obj client.Object) []string {
 		refs := Refs(&w.Template(obj).Spec)
 		keys := make([]string, len(refs))
@@ -281,7 +281,7 @@ func IndexWorkloadBySource(w Workload) client.IndexerFunc {
 
 // MapSourceToWorkloads maps a ConfigMap or Secret to the cached workloads of w's kind that
 // reference it, through the index.
-func MapSourceToWorkloads(c client.Reader, w Workload, kind Kind) handler.MapFunc {
+func MapSourceToWorkloads(c client.Reader, w WorkloadKind, kind Kind) handler.MapFunc {
 	return index.MapByKey(c, w.NewList, WorkloadBySourceIndex, func(o client.Object) string { return Ref{Kind: kind, Name: o.GetName()}.Key() })
 }
 
@@ -312,7 +312,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 
 // Reconciler keeps one kind of workload's annotations current.
 type Reconciler struct {
-	Workload       Workload
+	Workload       WorkloadKind
 	Cache          client.Reader // the reloader's own cache
 	Client         client.Client // writes
 	Recorder       events.EventRecorder
@@ -320,7 +320,7 @@ type Reconciler struct {
 	rolled         sync.Map
 }
 
-// Reconcile compares the digests of the workload's sources with those it last saw (SeenAnnotation)
+// Reconcile compares the digests of the workload's sources with those it last saw (DigestsAnnotation)
 // and writes only on a difference: the template too when the same sources' data changed (a
 // rollout), the metadata alone when there was no baseline yet or the references changed (the
 // template's own edit rolls those Pods, with current data). Equal digests write nothing.
@@ -365,13 +365,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		logf.FromContext(ctx).Info("waiting for required sources", "missing", missing)
 		return reconcile.Result{}, nil
 	}
-	now, before := seen(refs, digests), obj.GetAnnotations()[SeenAnnotation]
+	now, before := seen(refs, digests), obj.GetAnnotations()[DigestsAnnotation]
 	if now == before {
 		return reconcile.Result{}, nil
 	}
 	meta := map[string]string{}
 	if now != "" {
-		meta[SeenAnnotation] = now
+		meta[DigestsAnnotation] = now
 	}
 	var template map[string]string // keep the template digest the reloader owns, if any
 	if d, ok := tpl.Annotations[digest.Annotation]; ok {
@@ -397,7 +397,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// changedSources names the sources referenced in both SeenAnnotation values whose digest
+// changedSources names the sources referenced in both DigestsAnnotation values whose digest
 // differs; nil if the set of references changed (then the template was edited anyway).
 func changedSources(before, after string) []string {
 	b, a := parseSeen(before), parseSeen(after)

@@ -61,7 +61,7 @@ func TestRefs(t *testing.T) {
 // A workload's projection keeps exactly what Refs reads and the reloader's annotations.
 func TestProjectWorkloads(t *testing.T) {
 	meta := metav1.ObjectMeta{Name: "w", Namespace: "ns", UID: "u", ResourceVersion: "7", Labels: map[string]string{OptIn: "true"},
-		Annotations: map[string]string{SeenAnnotation: "configmap/vol=1", "other": strings.Repeat("x", 1000)}}
+		Annotations: map[string]string{DigestsAnnotation: "configmap/vol=1", "other": strings.Repeat("x", 1000)}}
 	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{digest.Annotation: "d", "other": "y"}}, Spec: *spec()}
 	for _, obj := range []client.Object{
 		&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tpl}},
@@ -72,7 +72,7 @@ func TestProjectWorkloads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var w Workload
+		var w WorkloadKind
 		for _, k := range Workloads {
 			if fmt.Sprintf("%T", k.New()) == fmt.Sprintf("%T", obj) {
 				w = k
@@ -86,7 +86,7 @@ func TestProjectWorkloads(t *testing.T) {
 			t.Errorf("%T: template annotations (-want +got):\n%s", obj, d)
 		}
 		pm := p.(client.Object)
-		if d := cmp.Diff(map[string]string{SeenAnnotation: "configmap/vol=1"}, pm.GetAnnotations()); d != "" || pm.GetLabels() != nil || pm.GetUID() != "u" || pm.GetSelfLink() != Projection {
+		if d := cmp.Diff(map[string]string{DigestsAnnotation: "configmap/vol=1"}, pm.GetAnnotations()); d != "" || pm.GetLabels() != nil || pm.GetUID() != "u" || pm.GetSelfLink() != Projection {
 			t.Errorf("%T: metadata %+v", obj, pm)
 		}
 		if c := got.Spec.Containers[0]; c.Image != "" || c.Args != nil || len(c.Env) != 2 {

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +36,7 @@ import (
 
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/conditions"
+	"github.com/kpatterns/kpatterns/shared/status"
 )
 
 // Object is a custom resource reconciled by stages. Its API type implements these with plain
@@ -175,18 +175,12 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request)
 	if obj.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil // children go with it, by garbage collection
 	}
-	before := obj.DeepCopyObject().(T)
-	// Events go out only once the status that records the transition is written: a reconcile
-	// that ran on a stale cached copy fails its optimistic-locked patch and emits nothing, so a
-	// transition is announced once, not once per reconcile that saw the old status.
-	var events []func()
+	// One status patch, whatever path the reconcile returns by; the transitions' events go out
+	// only once it succeeded (status.Patcher).
+	patcher := status.NewPatcher(r.Client, obj)
 	defer func() {
-		if err := r.patchStatus(ctx, before, obj); err != nil {
+		if err := patcher.Patch(ctx, obj); err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("status: %w", err))
-			return
-		}
-		for _, emit := range events {
-			emit()
 		}
 	}()
 
@@ -206,9 +200,7 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request)
 		case res.outcome == waiting:
 			requeue = minPositive(requeue, res.requeueAfter)
 		}
-		if emit := r.event(obj, meta.FindStatusCondition(conds, c.Type), c, res, stage.Name); emit != nil {
-			events = append(events, emit)
-		}
+		r.event(patcher, obj, meta.FindStatusCondition(conds, c.Type), c, res, stage.Name)
 		meta.SetStatusCondition(&conds, c)
 		if c.Status != metav1.ConditionTrue && notReady == nil {
 			notReady = &c
@@ -225,15 +217,6 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request)
 	obj.SetConditions(conds)
 	obj.SetObservedGeneration(obj.GetGeneration())
 	return reconcile.Result{RequeueAfter: requeue}, joinErrors(errs)
-}
-
-// patchStatus writes the status if the reconcile changed it. The optimistic lock makes a status
-// computed from a stale read fail with a conflict, and the reconcile is retried.
-func (r *Reconciler[T, S]) patchStatus(ctx context.Context, before, obj T) error {
-	if apiequality.Semantic.DeepEqual(before, obj) {
-		return nil
-	}
-	return r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 // joinErrors returns a terminal error only if every error is terminal: a retryable failure of
@@ -290,18 +273,17 @@ func (r *Reconciler[T, S]) run(ctx context.Context, s S, stage Stage[S], finishe
 	return c, res
 }
 
-// event returns the recording of a stage's transition, or nil for a steady state: Normal when it
+// event queues on p the event of a stage's transition, none for a steady state: Normal when it
 // becomes ready, Warning when it fails with a reason it did not fail with before. Waiting — for a
 // dependency, a rollout, or the garbage collector — is no failure.
-func (r *Reconciler[T, S]) event(obj T, prev *metav1.Condition, c metav1.Condition, res Result, action string) func() {
+func (r *Reconciler[T, S]) event(p *status.Patcher[T], obj T, prev *metav1.Condition, c metav1.Condition, res Result, action string) {
 	wasReady := prev != nil && prev.Status == metav1.ConditionTrue
 	switch {
 	case c.Status == metav1.ConditionTrue && !wasReady:
-		return func() { r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, c.Type, action, "%s", c.Message) }
+		p.Eventf(r.Recorder, obj, corev1.EventTypeNormal, c.Type, action, "%s", c.Message)
 	case res.outcome == failed && c.Reason != ReasonWaitingForGC && (prev == nil || prev.Reason != c.Reason):
-		return func() { r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, c.Reason, action, "%s", c.Message) }
+		p.Eventf(r.Recorder, obj, corev1.EventTypeWarning, c.Reason, action, "%s", c.Message)
 	}
-	return nil
 }
 
 func minPositive(a, b time.Duration) time.Duration {

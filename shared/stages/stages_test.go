@@ -6,26 +6,36 @@ package stages
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kpatterns/kpatterns/shared/status"
 )
 
 // fake is a minimal Object for the pure parts of the framework.
 type fake struct {
 	metav1.PartialObjectMetadata
-	conds []metav1.Condition
-	gen   int64
+	Conds []metav1.Condition
+	Gen   int64
 }
 
-func (f *fake) GetConditions() []metav1.Condition  { return f.conds }
-func (f *fake) SetConditions(c []metav1.Condition) { f.conds = c }
-func (f *fake) SetObservedGeneration(g int64)      { f.gen = g }
+func (f *fake) GetConditions() []metav1.Condition  { return f.Conds }
+func (f *fake) SetConditions(c []metav1.Condition) { f.Conds = c }
+func (f *fake) SetObservedGeneration(g int64)      { f.Gen = g }
+func (f *fake) DeepCopyObject() runtime.Object {
+	c := *f
+	c.PartialObjectMetadata = *f.PartialObjectMetadata.DeepCopy()
+	c.Conds = slices.Clone(f.Conds)
+	return &c
+}
 
 // state is what a pattern's stages share: here one typed output.
 type state struct {
@@ -170,8 +180,11 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 	} {
 		rec := events.NewFakeRecorder(2)
 		r := &Reconciler[*fake, *state]{Clients: Clients{Recorder: rec}}
-		if emit := r.event(&fake{}, tc.prev, tc.c, tc.res, "A"); emit != nil {
-			emit()
+		obj := &fake{}
+		p := status.NewPatcher[*fake](nil, obj) // obj unchanged: Patch only emits
+		r.event(p, obj, tc.prev, tc.c, tc.res, "A")
+		if err := p.Patch(context.Background(), obj); err != nil {
+			t.Fatal(err)
 		}
 		got := ""
 		select {

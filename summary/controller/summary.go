@@ -12,7 +12,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/conditions"
+	"github.com/kpatterns/kpatterns/shared/status"
 	"github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 )
 
@@ -35,7 +35,7 @@ const WorkloadBySelectorIndex = "summary.workloadBySelector"
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads,verbs=list;watch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads/status,verbs=update
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=workloads/status,verbs=patch
 
 // CacheOptions strips cached Pods down to what the summary reads.
 func CacheOptions(o *cache.Options) {
@@ -169,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels(w.Spec.Selector)); err != nil {
 		return reconcile.Result{}, err
 	}
-	before := w.DeepCopy()
+	patcher := status.NewPatcher(r.Client, w)
 	st := &w.Status
 	st.Total, st.Ready, st.Phases = Summarize(pods.Items)
 	st.ObservedGeneration = w.Generation
@@ -185,9 +185,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "AllReady", fmt.Sprintf("%d of %d Pods ready", st.Ready, st.Total)
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
-	if apiequality.Semantic.DeepEqual(before.Status, w.Status) {
-		return reconcile.Result{}, nil
-	}
-	// The whole status, guarded by the resourceVersion it was computed from: a conflict re-reads.
-	return reconcile.Result{}, r.Client.Status().Update(ctx, w)
+	// Only when it changed, optimistic-locked: a summary of a stale copy conflicts and re-reads.
+	return reconcile.Result{}, patcher.Patch(ctx, w)
 }

@@ -7,11 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 
-	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,9 +32,6 @@ const (
 	PolicyConfigMap  = "widget-policy"
 	AllowedImagesKey = "allowedImagePrefixes"
 	MaxReplicasKey   = "maxReplicas"
-	// Paths of the handlers, as in the markers below.
-	MutatePath   = "/mutate-patterns-kpatterns-dev-v1alpha1-widget"
-	ValidatePath = "/validate-patterns-kpatterns-dev-v1alpha1-widget"
 )
 
 // +kubebuilder:webhook:path=/mutate-patterns-kpatterns-dev-v1alpha1-widget,mutating=true,failurePolicy=fail,sideEffects=None,groups=patterns.kpatterns.dev,resources=widgets,verbs=create;update,versions=v1alpha1,name=mutate.widget.patterns.kpatterns.dev,admissionReviewVersions=v1,timeoutSeconds=5
@@ -44,53 +40,66 @@ const (
 // (widget.go) covers it. A resourceNames rule here was redundant — the least-privilege run
 // (`go tool task chaos`) found no test that failed without it.
 
-var widgetGVK = v1alpha1.GroupVersion.WithKind("Widget")
-
-// SetupWebhooks registers the Widget's admission handlers on the manager's webhook server: the
-// mutating one labels a Widget without a team label team=unassigned; the policy is read live
-// through the API reader.
+// SetupWebhooks registers the Widget's typed admission handlers on the manager's webhook server,
+// at the paths controller-runtime derives from the type — those of the markers above.
 func SetupWebhooks(mgr ctrl.Manager) error {
-	dec := admission.NewDecoder(mgr.GetScheme())
-	admit.Register(mgr, MutatePath, &admit.LabelDefaulter{Decoder: dec, Kind: widgetGVK, Key: TeamLabel, Value: Unassigned,
-		New: func() client.Object { return &v1alpha1.Widget{} }})
-	admit.Register(mgr, ValidatePath, &Validator{Decoder: dec, Policy: mgr.GetAPIReader()})
+	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Widget{}).
+		WithDefaulter(&Defaulter{}).
+		WithValidator(&Validator{Policy: mgr.GetAPIReader()}).
+		RecoverPanic(true). // a handler bug answers 500, never crashes the replica
+		Complete()
+}
+
+// Defaulter labels a Widget without a team label team=unassigned; an existing label, whatever its
+// value, is never changed.
+type Defaulter struct{}
+
+// Default implements admission.Defaulter.
+func (*Defaulter) Default(_ context.Context, w *v1alpha1.Widget) error {
+	if _, ok := w.Labels[TeamLabel]; !ok {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		w.Labels[TeamLabel] = Unassigned
+	}
 	return nil
 }
 
-// Validator holds a Widget to its namespace's policy, read live.
+// Validator holds a Widget to its namespace's policy, read live through Policy (the API reader).
 type Validator struct {
-	Decoder admission.Decoder
-	Policy  client.Reader
+	Policy client.Reader
 }
 
-// Handle implements admission.Handler.
-func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
-	w := &v1alpha1.Widget{}
-	if resp, ok := admit.Decode(v.Decoder, req.Kind, widgetGVK, req.Object, w); !ok {
-		return resp
-	}
-	var old *v1alpha1.Widget
-	if req.Operation == admissionv1.Update {
-		old = &v1alpha1.Widget{}
-		if resp, ok := admit.Decode(v.Decoder, req.Kind, widgetGVK, req.OldObject, old); !ok {
-			return resp
-		}
-	}
-	policy, err := admit.Policy(ctx, v.Policy, req.Namespace, PolicyConfigMap)
+// ValidateCreate implements admission.Validator.
+func (v *Validator) ValidateCreate(ctx context.Context, w *v1alpha1.Widget) (admission.Warnings, error) {
+	return nil, v.validate(ctx, w, nil)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, w *v1alpha1.Widget) (admission.Warnings, error) {
+	return nil, v.validate(ctx, w, old)
+}
+
+// ValidateDelete implements admission.Validator: a deletion is never held to the policy.
+func (*Validator) ValidateDelete(context.Context, *v1alpha1.Widget) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// validate denies with the policy's reason (admit.Denial); a policy that cannot be read answers
+// 500, so the API server's failure policy decides, and the message says why.
+func (v *Validator) validate(ctx context.Context, w, old *v1alpha1.Widget) error {
+	policy, err := admit.Policy(ctx, v.Policy, w.Namespace, PolicyConfigMap)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return apierrors.NewInternalError(err)
 	}
 	if err := Admit(w, old, policy); err != nil {
 		var denial admit.Denial
 		if errors.As(err, &denial) {
-			return admission.Denied(err.Error())
+			return err
 		}
-		return admission.Errored(http.StatusInternalServerError, err)
+		return apierrors.NewInternalError(err)
 	}
-	return admission.Allowed("")
+	return nil
 }
 
 // Admit checks a Widget (and, on an update, the Widget it replaces) against a policy's data (nil:

@@ -266,10 +266,10 @@ func (d *demo) reloader() error {
 	if err := d.recreate(dep, dep.DeepCopy()); err != nil {
 		return err
 	}
-	if err := d.waitFor(dep.Name, dep, func() bool { return dep.Annotations[reloader.SeenAnnotation] != "" }); err != nil {
+	if err := d.waitFor(dep.Name, dep, func() bool { return dep.Annotations[reloader.DigestsAnnotation] != "" }); err != nil {
 		return err
 	}
-	fmt.Printf("    %s: %s   (what it saw, on the Deployment's own metadata; the Pod template is untouched)\n", reloader.SeenAnnotation, dep.Annotations[reloader.SeenAnnotation])
+	fmt.Printf("    %s: %s   (what it saw, on the Deployment's own metadata; the Pod template is untouched)\n", reloader.DigestsAnnotation, dep.Annotations[reloader.DigestsAnnotation])
 	if err := d.replicaSets("demo-web", "", 1); err != nil {
 		return err
 	}

@@ -3,9 +3,6 @@
 
 package e2e
 
-// This file's name sorts last, so its test runs after every other: installing every pattern into
-// another namespace re-points the patterns' ClusterRoleBindings and webhook configurations there.
-
 import (
 	"context"
 	"errors"
@@ -27,8 +24,10 @@ import (
 // namespace that enforces the Pod Security "restricted" profile and checks, through the real API
 // server's PodSecurity admission, that the ReplicaSet controller's Pods are admitted: each
 // ReplicaSet has its Pod and no FailedCreate event exists. The webhook patterns' configurations
-// are deleted right after install (nothing serves them here). Local cluster only: kwok runs the
-// Pods, so no image needs to exist.
+// are deleted right after install (nothing serves them here). Installing into another namespace
+// re-points the patterns' cluster-scoped bindings there, so the teardown installs every pattern
+// back into the operator namespace: the tests after this one find the cluster as before it.
+// Local cluster only: kwok runs the Pods, so no image needs to exist.
 func TestPodSecurityRestricted(t *testing.T) {
 	if kindRun {
 		t.Skip("the local cluster's kwok runs the Pods without pulling images")
@@ -75,6 +74,10 @@ func TestPodSecurityRestricted(t *testing.T) {
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			_ = clientFor(t, cfg).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			for _, p := range patterns {
+				installPattern(ctx, t, cfg, p)
+				removeWebhooks(ctx, t, cfg, p)
+			}
 			return ctx
 		})
 	testEnv.Test(t, f.Feature())
