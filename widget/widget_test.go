@@ -314,14 +314,14 @@ func TestAPIErrorsSurfaceInConditions(t *testing.T) {
 	ns := env.Namespace(t)
 	env.Manager(t)
 	ctx := context.Background()
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-services", Namespace: ns},
+	rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-services", Namespace: ns},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}}
-	if err := env.Client.Create(ctx, quota); err != nil {
+	if err := env.Client.Create(ctx, rq); err != nil {
 		t.Fatal(err)
 	}
 	// envtest runs no quota controller: record the usage it would.
-	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}
-	if err := env.Client.Status().Update(ctx, quota); err != nil {
+	rq.Status = corev1.ResourceQuotaStatus{Hard: rq.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}
+	if err := env.Client.Status().Update(ctx, rq); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Create(ctx, widget(ns, "quota")); err != nil {

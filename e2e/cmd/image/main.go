@@ -115,8 +115,8 @@ func Build(pattern string, o Options) error {
 		}
 		bin := filepath.Join(tmp, goos+"-"+arch, "manager")
 		began := time.Now()
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./"+pattern)
-		cmd.Dir, cmd.Stdout, cmd.Stderr = o.Root, o.Log, o.Log
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = filepath.Join(o.Root, pattern), o.Log, o.Log // its module's directory
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+arch)
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("building %s for %s: %w", pattern, platform, err)
