@@ -11,7 +11,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,7 +152,7 @@ func TestCacheAbsenceCallsNothing(t *testing.T) {
 
 func TestDeleteFailuresHoldTheFinalizerAndAreRetried(t *testing.T) {
 	ns := env.Namespace(t)
-	demo := provider.NewDemo(provider.DemoOptions{})
+	demo := newFlaky(0)
 	runWith(t, ns, demo, time.Minute)
 	ctx := context.Background()
 	rec := record(ns, "db-user", "bob")
@@ -157,7 +160,7 @@ func TestDeleteFailuresHoldTheFinalizerAndAreRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-	demo.SetOptions(provider.DemoOptions{ErrorRate: 1})
+	demo.set(1)
 	if err := env.Client.Delete(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func TestDeleteFailuresHoldTheFinalizerAndAreRetried(t *testing.T) {
 	if rec.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(rec, controller.Finalizer) || demo.Stats().Records != 1 {
 		t.Fatalf("want the object Terminating, held by the finalizer, and its record kept: %+v %v", rec.ObjectMeta, demo.Stats())
 	}
-	demo.SetOptions(provider.DemoOptions{})
+	demo.set(0)
 	gone(t, rec)
 	if s := demo.Stats(); s.Records != 0 {
 		t.Errorf("provider: %+v, want the record deleted", s)
@@ -181,8 +184,8 @@ func TestDeleteFailuresHoldTheFinalizerAndAreRetried(t *testing.T) {
 // wait for them is not a wait for a lucky run of retries.)
 func TestCleanupUnderInjectedFailures(t *testing.T) {
 	ns := env.Namespace(t)
-	failing := provider.DemoOptions{ErrorRate: 0.3}
-	demo := provider.NewDemo(failing)
+	const failing = 0.3
+	demo := newFlaky(failing)
 	runWith(t, ns, demo, time.Minute)
 	ctx := context.Background()
 	var recs []*v1alpha1.ExternalRecord
@@ -198,11 +201,11 @@ func TestCleanupUnderInjectedFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	demo.SetOptions(provider.DemoOptions{})
+	demo.set(0)
 	for _, rec := range recs[10:] {
 		env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
 	}
-	demo.SetOptions(failing)
+	demo.set(failing)
 	for _, rec := range recs[10:] {
 		if err := env.Client.Delete(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -212,8 +215,8 @@ func TestCleanupUnderInjectedFailures(t *testing.T) {
 		gone(t, rec)
 	}
 	s := demo.Stats()
-	if s.Records != 0 || s.Creates != int64(s.Created) || s.Created < 10 || s.Failures == 0 {
-		t.Errorf("provider: %+v, want 0 records left, creates = distinct ids (at least the 10 synced), failures injected", s)
+	if s.Records != 0 || s.Creates != int64(s.Created) || s.Created < 10 || demo.failures.Load() == 0 {
+		t.Errorf("provider: %+v (%d failures), want 0 records left, creates = distinct ids (at least the 10 synced), failures injected", s, demo.failures.Load())
 	}
 }
 
@@ -271,10 +274,14 @@ func TestDriftIsRepaired(t *testing.T) {
 			return nil
 		})
 	}
-	demo.Tamper(id, provider.Record{Value: "mallory"}, true)
+	if err := demo.Put(ctx, id, provider.Record{Value: "mallory"}); err != nil { // someone else writes the external system
+		t.Fatal(err)
+	}
 	repaired(1)
 	env.WaitForEvent(t, ns, rec.Name, corev1.EventTypeWarning, controller.ReasonRepaired, fmt.Sprintf("external record %s held %q; put back", id, "mallory"))
-	demo.Tamper(id, provider.Record{}, false)
+	if err := demo.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
 	repaired(2)
 	env.WaitForEvent(t, ns, rec.Name, corev1.EventTypeWarning, controller.ReasonRepaired, fmt.Sprintf("external record %s was missing; put back", id))
 	if s := demo.Stats(); s.Creates != 2 || s.Created != 1 {
@@ -286,7 +293,7 @@ func TestDriftIsRepaired(t *testing.T) {
 // by its finalizer and finishes the cleanup.
 func TestRestartMidDeleteStillCleansUp(t *testing.T) {
 	ns := env.Namespace(t)
-	demo := provider.NewDemo(provider.DemoOptions{}) // the external system outlives the process
+	demo := newFlaky(0) // the external system outlives the process
 	ctx := context.Background()
 	rec := record(ns, "db-user", "dave")
 	t.Run("first process", func(t *testing.T) {
@@ -295,7 +302,7 @@ func TestRestartMidDeleteStillCleansUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-		demo.SetOptions(provider.DemoOptions{ErrorRate: 1})
+		demo.set(1)
 		if err := env.Client.Delete(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +311,7 @@ func TestRestartMidDeleteStillCleansUp(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rec), rec); err != nil || demo.Stats().Records != 1 {
 		t.Fatalf("between the processes: %v, %+v", err, demo.Stats())
 	}
-	demo.SetOptions(provider.DemoOptions{})
+	demo.set(0)
 	runWith(t, ns, demo, time.Minute)
 	gone(t, rec)
 	if s := demo.Stats(); s.Records != 0 || s.Creates != 1 {
@@ -334,4 +341,49 @@ func TestNoWriteWhenSynced(t *testing.T) {
 	if n := writes.N(); n != 0 {
 		t.Errorf("%d write requests re-reconciling a synced record, want 0", n)
 	}
+}
+
+// flaky is the tests' fault switch in front of the demo provider: while a share is set, that share
+// of calls fails with provider.ErrInjected before reaching it.
+type flaky struct {
+	*provider.Demo
+	share    atomic.Uint64 // math.Float64bits
+	failures atomic.Int64
+}
+
+func newFlaky(share float64) *flaky {
+	f := &flaky{Demo: provider.NewDemo(provider.DemoOptions{})}
+	f.set(share)
+	return f
+}
+
+func (f *flaky) set(share float64) { f.share.Store(math.Float64bits(share)) }
+
+func (f *flaky) fail() error {
+	if share := math.Float64frombits(f.share.Load()); share > 0 && rand.Float64() < share {
+		f.failures.Add(1)
+		return provider.ErrInjected
+	}
+	return nil
+}
+
+func (f *flaky) Get(ctx context.Context, id string) (provider.Record, bool, error) {
+	if err := f.fail(); err != nil {
+		return provider.Record{}, false, err
+	}
+	return f.Demo.Get(ctx, id)
+}
+
+func (f *flaky) Put(ctx context.Context, id string, r provider.Record) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.Demo.Put(ctx, id, r)
+}
+
+func (f *flaky) Delete(ctx context.Context, id string) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.Demo.Delete(ctx, id)
 }

@@ -70,13 +70,6 @@ func NewDemo(o DemoOptions) *Demo {
 	return &Demo{opts: o, records: map[string]Record{}, created: map[string]bool{}}
 }
 
-// SetOptions changes the fault injection (tests: fail, then recover).
-func (d *Demo) SetOptions(o DemoOptions) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.opts = o
-}
-
 // Stats returns the counts so far.
 func (d *Demo) Stats() DemoStats {
 	d.mu.Lock()
@@ -88,9 +81,7 @@ func (d *Demo) Stats() DemoStats {
 
 // call waits the injected latency (or until ctx ends) and fails at the injected rate.
 func (d *Demo) call(ctx context.Context) error {
-	d.mu.Lock()
-	o := d.opts
-	d.mu.Unlock()
+	o := d.opts // fixed by NewDemo
 	if o.Latency > 0 {
 		select {
 		case <-time.After(o.Latency):
@@ -142,16 +133,4 @@ func (d *Demo) Delete(ctx context.Context, id string) error {
 	defer d.mu.Unlock()
 	delete(d.records, id)
 	return nil
-}
-
-// Tamper changes or (with ok false) removes a record behind the controller's back: drift for the
-// periodic repair to find. Demo and tests only.
-func (d *Demo) Tamper(id string, r Record, ok bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if ok {
-		d.records[id] = r
-	} else {
-		delete(d.records, id)
-	}
 }
