@@ -62,6 +62,38 @@ type Cluster struct {
 	logs       []*os.File
 }
 
+// ServiceRange is the cluster's Service range. Nothing on this machine serves it (no kube-proxy),
+// so KeepServiceRangeLocal makes it unreachable here.
+const ServiceRange = "10.0.0.0/16"
+
+// KeepServiceRangeLocal makes a call to a ClusterIP fail at once on this machine instead of
+// following the default route off it (a webhook configuration pointing at a Service that nothing
+// serves would send every admission request there): unless a route for ServiceRange exists, it
+// adds `ip route add unreachable 10.0.0.0/16` (as root; iproute2 from apt-get if missing). Without
+// root and without such a route it fails, saying the one command to run. The route stays after
+// the cluster stops: it only makes an address range nothing here serves fail at once.
+func KeepServiceRangeLocal() error {
+	if _, err := exec.LookPath("ip"); err != nil && os.Geteuid() == 0 {
+		if out, err := exec.Command("sh", "-c", "apt-get update -q && apt-get install -y -q iproute2").CombinedOutput(); err != nil {
+			return fmt.Errorf("installing iproute2 (for the Service range's route): %w: %s", err, out)
+		}
+	}
+	out, err := exec.Command("ip", "route", "show", ServiceRange).Output()
+	if err != nil {
+		return fmt.Errorf("ip route show %s: %w (install iproute2)", ServiceRange, err)
+	}
+	if strings.TrimSpace(string(out)) != "" {
+		return nil // routed or unreachable already, by this or by the machine's owner
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the Service range %s would follow the default route off this machine: run 'ip route add unreachable %s' once as root", ServiceRange, ServiceRange)
+	}
+	if out, err := exec.Command("ip", "route", "add", "unreachable", ServiceRange).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip route add unreachable %s: %w: %s", ServiceRange, err, out)
+	}
+	return nil
+}
+
 // Agents are the components Start runs as processes of their own, in start order: Restart can
 // restart each as it was started.
 var Agents = []string{"kube-controller-manager", "kube-scheduler", "kwok"}
@@ -70,6 +102,9 @@ var Agents = []string{"kube-controller-manager", "kube-scheduler", "kwok"}
 // untainted and the default ServiceAccount exists. On failure everything started is stopped and
 // the error carries the tail of the failing component's log.
 func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
+	if err := KeepServiceRangeLocal(); err != nil {
+		return nil, err
+	}
 	assets, err := controlplane.Ensure(ctx)
 	if err != nil {
 		return nil, err
@@ -110,7 +145,7 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 	// (the rest failed to allocate an IP, and were retried in storms).
 	cp.APIServer.Configure().Disable("disable-admission-plugins").
 		Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none").
-		Set("service-cluster-ip-range", "10.0.0.0/16").
+		Set("service-cluster-ip-range", ServiceRange).
 		// As hardened clusters do: blockOwnerDeletion needs update on the owner's finalizers.
 		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	c.env = env

@@ -53,6 +53,7 @@ commands:
   install   (the flags of manifests)                                    server-side apply it with the current kubeconfig
   run       [--as-service-account] [--leader-elect=false] [--leader-elect-lease-duration D] [--watch-namespaces NS,...]
             [--webhook-port N] [--webhook-host H] [--cert-dir DIR]      run in the foreground
+            [--enable-http2]
   certs     --dir DIR [--hosts 127.0.0.1,...] [--force|--renew]         write a development CA and serving certificate
                                                                           (webhook patterns)
 
@@ -105,6 +106,9 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 			if err != nil {
 				return err
 			}
+			if hooks, err := HasWebhooks(p); err == nil && hooks && o.Image == "" && o.WebhookURL == "" {
+				_, _ = fmt.Fprintf(stderr, "%s: no webhook configurations rendered: nothing would serve them; pass --image to deploy, or --webhook-url and --ca-file to run the webhook from here\n", p.Name)
+			}
 			if cmd == "manifests" {
 				return WriteYAML(stdout, objs)
 			}
@@ -127,6 +131,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.BoolVar(&r.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates and authorizes (false: plain HTTP, for local runs)")
 		fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks (webhook patterns)")
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
+		fs.BoolVar(&r.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2 (off by default since the HTTP/2 Rapid Reset CVEs)")
 		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
 		r.Zap.BindFlags(fs)
 		for _, bind := range flags {

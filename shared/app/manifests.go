@@ -41,6 +41,9 @@ type Options struct {
 }
 
 // Objects renders everything a pattern needs in a cluster, in apply order.
+// The webhook configurations of a pattern that has webhooks are rendered only with --image (the
+// Deployment serves them through the Service) or --webhook-url (a webhook run outside the
+// cluster): without either, nothing would serve them, and every request they govern would fail.
 func Objects(p Pattern, o Options) ([]client.Object, error) {
 	name := "kpatterns-" + p.Name
 	labels := map[string]string{"app.kubernetes.io/name": p.Name, "app.kubernetes.io/part-of": "kpatterns"}
@@ -72,9 +75,11 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
 		}
 	}
-	hooks, err := webhookObjects(p, o, labels)
-	if err != nil {
-		return nil, err
+	var hooks []client.Object
+	if o.Image != "" || o.WebhookURL != "" { // else nothing would serve them (see Execute's warning)
+		if hooks, err = webhookObjects(p, o, labels); err != nil {
+			return nil, err
+		}
 	}
 	objs = append(objs, hooks...)
 	if !p.AdmissionOnly { // an admission-only pattern: every replica serves, no Lease, no Role for one

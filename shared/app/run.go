@@ -74,8 +74,10 @@ type RunOptions struct {
 	MetricsSecure bool
 	WebhookHost   string
 	WebhookPort   int
-	CertDir       string
-	Zap           zap.Options
+	// EnableHTTP2 lets the webhook and metrics servers speak HTTP/2 (off: HTTP/1.1 only).
+	EnableHTTP2 bool
+	CertDir     string
+	Zap         zap.Options
 }
 
 // ServiceAccountUser is the user name a pattern's ServiceAccount authenticates as.
@@ -138,7 +140,7 @@ func ManagerOptions(p Pattern, o RunOptions) (ctrl.Options, error) {
 	}
 	var server webhook.Server
 	if webhooks {
-		server = WebhookServer(o.WebhookHost, o.WebhookPort, o.CertDir)
+		server = WebhookServer(o.WebhookHost, o.WebhookPort, o.CertDir, o.EnableHTTP2)
 	}
 	if err := o.checkLeaseTiming(); err != nil {
 		return ctrl.Options{}, err
@@ -197,7 +199,7 @@ func synced(what string, c cache.Cache) healthz.Checker {
 // generated in memory) with authentication and authorization delegated to the API server, unless
 // plain HTTP was asked for.
 func metricsOptions(o RunOptions) metricsserver.Options {
-	m := metricsserver.Options{BindAddress: o.MetricsAddr}
+	m := metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: tlsOptions(o.EnableHTTP2)}
 	if o.MetricsSecure {
 		m.SecureServing = true
 		m.FilterProvider = filters.WithAuthenticationAndAuthorization

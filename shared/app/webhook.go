@@ -92,6 +92,17 @@ func HasWebhooks(p Pattern) (bool, error) {
 	return len(m)+len(v) > 0, err
 }
 
+// WebhookObjects are the pattern's webhook configurations (and Service) as Objects renders them
+// with --image or --webhook-url, rendered whatever o says: for a test environment that points
+// them at its own server (envtest's WebhookInstallOptions).
+func WebhookObjects(p Pattern, o Options) ([]client.Object, error) {
+	objs, err := webhookObjects(p, o, nil)
+	if err != nil {
+		return nil, err
+	}
+	return typed(objs)
+}
+
 // webhookObjects renders the pattern's webhook configurations for o: named kpatterns-<pattern>,
 // calling the Service <pattern>.<namespace> (or o.WebhookURL + path, for a webhook running out of
 // the cluster), trusting o.CAFile, never called for the operator's own namespace or kube-system
@@ -169,8 +180,20 @@ func webhookObjects(p Pattern, o Options, labels map[string]string) ([]client.Ob
 
 // WebhookServer is the TLS server `run` starts for a pattern with webhooks: certificates from
 // certDir (tls.crt, tls.key), reloaded by controller-runtime's certificate watcher when they
-// change (a rotated Secret is served without a restart), TLS 1.2 at least.
-func WebhookServer(host string, port int, certDir string) webhook.Server {
-	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir,
-		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}})
+// change (a rotated Secret is served without a restart), TLS 1.2 at least, and HTTP/1.1 only
+// unless http2 (--enable-http2): kubebuilder's default since the HTTP/2 Rapid Reset and Stream
+// Cancellation CVEs.
+func WebhookServer(host string, port int, certDir string, http2 bool) webhook.Server {
+	return webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: tlsOptions(http2)})
+}
+
+// tlsOptions are the TLS settings of every server a pattern runs: TLS 1.2 at least, HTTP/2 only
+// when asked for.
+func tlsOptions(http2 bool) []func(*tls.Config) {
+	return []func(*tls.Config){func(c *tls.Config) {
+		c.MinVersion = tls.VersionTLS12
+		if !http2 {
+			c.NextProtos = []string{"http/1.1"}
+		}
+	}}
 }

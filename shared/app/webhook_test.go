@@ -4,6 +4,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -169,6 +170,26 @@ func TestWebhookURLForAWebhookOutsideTheCluster(t *testing.T) {
 	}
 }
 
+// Without --image or --webhook-url nothing would serve the webhooks: none is rendered, and the
+// command says so.
+func TestNoWebhooksWithoutAServer(t *testing.T) {
+	objs, err := app.Objects(admissionPattern(), app.Options{Namespace: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		switch o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, *corev1.Service:
+			t.Errorf("%T %s rendered with nothing to serve it", o, o.GetName())
+		}
+	}
+	var stderr bytes.Buffer
+	err = app.Execute(context.Background(), admissionPattern(), nil, nil, []string{"manifests"}, &bytes.Buffer{}, &stderr)
+	if err != nil || !strings.Contains(stderr.String(), "no webhook configurations rendered") {
+		t.Errorf("manifests: %v, stderr %q: want the webhooks' absence explained", err, stderr.String())
+	}
+}
+
 func TestCertsCoverTheServiceAndRefuseToOverwrite(t *testing.T) {
 	dir := t.TempDir()
 	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}}); err != nil {
@@ -205,7 +226,8 @@ func TestCertsCoverTheServiceAndRefuseToOverwrite(t *testing.T) {
 }
 
 // A rotated certificate in the certificate directory is served without a restart (the Secret
-// mounted in a Pod is updated in place by the kubelet in the same way).
+// mounted in a Pod is updated in place by the kubelet in the same way); TLS 1.2 at least, and no
+// HTTP/2 by default.
 func TestRotatedCertificateIsServedWithoutRestart(t *testing.T) {
 	dir := t.TempDir()
 	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}}); err != nil {
@@ -217,7 +239,7 @@ func TestRotatedCertificateIsServedWithoutRestart(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	srv := app.WebhookServer("127.0.0.1", port, dir)
+	srv := app.WebhookServer("127.0.0.1", port, dir, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()
@@ -229,12 +251,15 @@ func TestRotatedCertificateIsServedWithoutRestart(t *testing.T) {
 	})
 
 	served := func() (*x509.Certificate, uint16, error) {
-		conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
+		conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // reads the served certificate
 		if err != nil {
 			return nil, 0, err
 		}
 		defer func() { _ = conn.Close() }()
 		st := conn.ConnectionState()
+		if st.NegotiatedProtocol == "h2" {
+			t.Error("HTTP/2 negotiated without --enable-http2")
+		}
 		return st.PeerCertificates[0], st.Version, nil
 	}
 	var first *x509.Certificate

@@ -94,6 +94,11 @@ func Start(p Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	hooks, err := app.WebhookObjects(p.Pattern, app.Options{Namespace: Namespace})
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, hooks...)
 	if err := withoutRule(objs, "kpatterns-"+p.Name); err != nil {
 		return nil, err
 	}
