@@ -50,7 +50,9 @@ const usage = `usage: %[1]s <command> [flags]
 commands:
   manifests [--image IMG] [--command CMD] [--watch-namespaces NS,...]   print the YAML to deploy %[1]s
             [--webhook-url URL] [--ca-file FILE]
-  install   (the flags of manifests)                                    server-side apply it with the current kubeconfig
+  install   (the flags of manifests)                                    server-side apply it with the current kubeconfig,
+                                                                          and delete what an earlier install applied that it no longer renders
+  uninstall [--crds]                                                      delete what install applied (the CRDs, and every object of them, only with --crds)
   run       [--as-service-account] [--leader-elect=false] [--leader-elect-lease-duration D] [--watch-namespaces NS,...]
             [--webhook-port N] [--webhook-host H] [--cert-dir DIR]      run in the foreground
             [--enable-http2]
@@ -96,7 +98,8 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 	watch := fs.String("watch-namespaces", "", "comma-separated namespaces to watch (empty: all)")
 	var run func() error
 	switch cmd {
-	case "manifests", "install":
+	case "manifests", "install", "uninstall":
+		crds := fs.Bool("crds", false, "uninstall: delete the pattern's CRDs too, and with them every object of their kinds")
 		fs.StringVar(&o.Image, "image", "", "container image: also render a Deployment running it")
 		fs.StringVar(&o.Command, "command", "", "the container's command, split on spaces (default /manager); run is appended")
 		fs.StringVar(&o.WebhookURL, "webhook-url", "", "https://host:port of a webhook running outside the cluster (run --webhook-port): rendered as clientConfig.url instead of a Service")
@@ -106,7 +109,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 			if err != nil {
 				return err
 			}
-			if hooks, err := HasWebhooks(p); err == nil && hooks && o.Image == "" && o.WebhookURL == "" {
+			if hooks, err := HasWebhooks(p); err == nil && hooks && o.Image == "" && o.WebhookURL == "" && cmd != "uninstall" {
 				_, _ = fmt.Fprintf(stderr, "%s: no webhook configurations rendered: nothing would serve them; pass --image to deploy, or --webhook-url and --ca-file to run the webhook from here\n", p.Name)
 			}
 			if cmd == "manifests" {
@@ -116,7 +119,13 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 			if err != nil {
 				return err
 			}
-			return Install(ctx, cfg, objs, stdout)
+			if cmd == "uninstall" {
+				return Uninstall(ctx, cfg, p, objs, *crds, stdout)
+			}
+			if err := Install(ctx, cfg, objs, stdout); err != nil {
+				return err
+			}
+			return Prune(ctx, cfg, p, objs, stdout)
 		}
 	case "run":
 		var r RunOptions

@@ -12,6 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kpatterns/kpatterns/shared/app"
@@ -114,4 +119,75 @@ func TestRunNeedsItsCRDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "CRD served", func() error { return app.CheckCRDs(env.Admin, p) })
+}
+
+// install prunes what it applied before and no longer renders; uninstall leaves nothing of the
+// pattern (every kind install renders, listed by its labels), and its CRDs only with crds.
+func TestPruneAndUninstall(t *testing.T) {
+	p := pattern
+	p.Name = "gone"
+	p.Config = fstest.MapFS{"rbac/role.yaml": {Data: []byte(roleYAML)}, "crd/gadgets.yaml": {Data: []byte(crdYAML)}}
+	env, err := testenv.Start(testenv.Pattern{Pattern: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(o app.Options) string {
+		t.Helper()
+		objs, err := app.Objects(p, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := app.Install(ctx, env.Admin, objs, &out); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		if err := app.Prune(ctx, env.Admin, p, objs, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	o := app.Options{Namespace: testenv.Namespace, Image: "example/gone:1"}
+	if pruned := apply(o); pruned != "" {
+		t.Errorf("the first install pruned %q", pruned)
+	}
+	o.Image, o.WatchNamespaces = "", []string{"team-a"}
+	want := "deployment/gone -n default pruned\nservice/kpatterns-gone-metrics -n default pruned\nclusterrolebinding/kpatterns-gone pruned\nclusterrole/kpatterns-gone pruned\n"
+	if pruned := apply(o); pruned != want {
+		t.Errorf("pruned after dropping --image and adding --watch-namespaces:\n%s\nwant:\n%s", pruned, want)
+	}
+	objs, err := app.Objects(p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := app.Uninstall(ctx, env.Admin, p, objs, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("uninstall:\n%s", out.String())
+	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{},
+		&rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}} {
+		if err := env.Client.List(ctx, l, client.MatchingLabels(app.Labels(p.Name))); err != nil {
+			t.Fatal(err)
+		}
+		if n := meta.LenList(l); n != 0 {
+			t.Errorf("%T: %d objects left after uninstall", l, n)
+		}
+	}
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "gadgets.example.kpatterns.dev"}, crd); err != nil {
+		t.Fatalf("the CRD went without --crds: %v", err)
+	}
+	if err := app.Uninstall(ctx, env.Admin, p, objs, true, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd); err == nil && crd.DeletionTimestamp == nil {
+		t.Error("the CRD is still there after uninstall --crds")
+	}
 }

@@ -46,7 +46,7 @@ type Options struct {
 // cluster): without either, nothing would serve them, and every request they govern would fail.
 func Objects(p Pattern, o Options) ([]client.Object, error) {
 	name := "kpatterns-" + p.Name
-	labels := map[string]string{"app.kubernetes.io/name": p.Name, "app.kubernetes.io/part-of": "kpatterns"}
+	labels := Labels(p.Name)
 	meta := func(ns, n string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: n, Namespace: ns, Labels: labels}
 	}
