@@ -104,7 +104,15 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&o.Command, "command", "", "the container's command, split on spaces (default /manager); run is appended")
 		fs.StringVar(&o.WebhookURL, "webhook-url", "", "https://host:port of a webhook running outside the cluster (run --webhook-port): rendered as clientConfig.url instead of a Service")
 		fs.StringVar(&o.CAFile, "ca-file", "", "PEM CA of the webhook's serving certificate (certs writes ca.crt): the webhooks' caBundle")
+		replicas := fs.Int("replicas", 0, "replicas of the Deployment (0: 2 for a pattern with webhooks, with a PodDisruptionBudget; else 1)")
+		fs.StringVar(&o.CPURequest, "cpu-request", "10m", "the container's CPU request")
+		fs.StringVar(&o.MemoryRequest, "memory-request", "64Mi", "the container's memory request")
+		fs.StringVar(&o.MemoryLimit, "memory-limit", "256Mi", "the container's memory limit")
 		run = func() error {
+			if *replicas < 0 || *replicas > 1000 {
+				return usageError{fmt.Errorf("--replicas %d: want 1 to 1000 (0: the default)", *replicas)}
+			}
+			o.Replicas = int32(*replicas)
 			objs, err := Objects(p, o)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,12 @@ type Options struct {
 	Command         string
 	WebhookURL      string // https://host:port: webhooks call this URL (+ path) instead of the Service
 	CAFile          string // PEM CA that signed the webhook's serving certificate: the caBundle
+	// Replicas of the Deployment; 0: 2 for a pattern that serves webhooks (every replica serves,
+	// so one Pod's restart blocks no request their failurePolicy Fail governs), else 1 (a
+	// controller elects one leader; more replicas are standbys).
+	Replicas int32
+	// CPURequest, MemoryRequest and MemoryLimit are the container's resources (quantities).
+	CPURequest, MemoryRequest, MemoryLimit string
 }
 
 // Objects renders everything a pattern needs in a cluster, in apply order.
@@ -87,7 +94,15 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	}
 	objs = append(objs, metricsRBAC(name, subjects, meta)...)
 	if o.Image != "" { // last: it starts once everything it needs is in place
-		objs = append(objs, metricsService(name, p.Name, o.Namespace, labels), deployment(p.Name, o, labels, len(hooks) > 0))
+		d, err := deployment(p.Name, o, labels, len(hooks) > 0)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, metricsService(name, p.Name, o.Namespace, labels), d)
+		if *d.Spec.Replicas > 1 { // voluntary disruptions (a node drain) keep one replica serving
+			objs = append(objs, &policyv1.PodDisruptionBudget{ObjectMeta: meta(o.Namespace, p.Name),
+				Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: d.Spec.Selector}})
+		}
 	}
 	return typed(objs)
 }
@@ -151,7 +166,38 @@ func typed(objs []client.Object) ([]client.Object, error) {
 	return objs, nil
 }
 
-func deployment(name string, o Options, labels map[string]string, webhooks bool) *appsv1.Deployment {
+func deployment(name string, o Options, labels map[string]string, webhooks bool) (*appsv1.Deployment, error) {
+	replicas := o.Replicas
+	switch {
+	case replicas < 0:
+		return nil, fmt.Errorf("--replicas %d: want 1 or more", replicas)
+	case replicas == 0 && webhooks:
+		replicas = 2
+	case replicas == 0:
+		replicas = 1
+	}
+	quantity := func(flag, s, def string) (resource.Quantity, error) {
+		if s == "" {
+			s = def
+		}
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return q, fmt.Errorf("--%s %q: %w", flag, s, err)
+		}
+		return q, nil
+	}
+	cpu, err := quantity("cpu-request", o.CPURequest, "10m")
+	if err != nil {
+		return nil, err
+	}
+	memory, err := quantity("memory-request", o.MemoryRequest, "64Mi")
+	if err != nil {
+		return nil, err
+	}
+	limit, err := quantity("memory-limit", o.MemoryLimit, "256Mi")
+	if err != nil {
+		return nil, err
+	}
 	command := strings.Fields(o.Command)
 	if len(command) == 0 {
 		command = []string{"/manager"}
@@ -168,12 +214,17 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
+			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: name,
+					// Replicas on different nodes where there are several.
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100,
+							PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname,
+								LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}}}},
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
@@ -185,9 +236,8 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 						LivenessProbe:  probe("/healthz"),
 						ReadinessProbe: probe("/readyz"),
 						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"),
-								corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+							Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: limit},
 						},
 						SecurityContext: &corev1.SecurityContext{
 							RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
@@ -208,7 +258,7 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "webhook", ContainerPort: WebhookPort})
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "webhook-tls", MountPath: CertDir, ReadOnly: true}}
 	}
-	return d
+	return d, nil
 }
 
 // readCRDs reads crd/*.yaml from the pattern's config, sorted by file name.

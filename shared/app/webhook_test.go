@@ -21,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -94,8 +95,11 @@ func TestWebhookConfigurationsCallTheServiceAndSpareTheirOwnNamespace(t *testing
 	var v *admissionregistrationv1.ValidatingWebhookConfiguration
 	var svc *corev1.Service
 	var dep *appsv1.Deployment
+	var pdb *policyv1.PodDisruptionBudget
 	for _, o := range objs {
 		switch o := o.(type) {
+		case *policyv1.PodDisruptionBudget:
+			pdb = o
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
 			m = o
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
@@ -138,6 +142,14 @@ func TestWebhookConfigurationsCallTheServiceAndSpareTheirOwnNamespace(t *testing
 	}
 	if p := svc.Spec.Ports[0]; p.Port != 443 || p.TargetPort.StrVal != "webhook" {
 		t.Errorf("Service port %+v", p)
+	}
+	// Every replica serves: two by default, one always left by a voluntary disruption, on two
+	// nodes where there are two.
+	if *dep.Spec.Replicas != 2 || pdb == nil || pdb.Spec.MinAvailable.IntValue() != 1 ||
+		pdb.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "gadget" ||
+		dep.Spec.Template.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
+		t.Errorf("replicas %d, PodDisruptionBudget %+v, affinity %+v: want 2, minAvailable 1, spread by hostname",
+			*dep.Spec.Replicas, pdb, dep.Spec.Template.Spec.Affinity)
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
 	vol := dep.Spec.Template.Spec.Volumes
