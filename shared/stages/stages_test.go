@@ -32,7 +32,7 @@ func (f *fake) SetConditions(c []metav1.Condition) { f.Conds = c }
 func (f *fake) SetObservedGeneration(g int64)      { f.Gen = g }
 func (f *fake) DeepCopyObject() runtime.Object {
 	c := *f
-	c.PartialObjectMetadata = *f.PartialObjectMetadata.DeepCopy()
+	c.PartialObjectMetadata = *f.DeepCopy()
 	c.Conds = slices.Clone(f.Conds)
 	return &c
 }
