@@ -338,13 +338,19 @@ func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
+// installClient is the client install, prune and uninstall write with, once the API server has
+// answered (else one line saying it does not).
+func installClient(ctx context.Context, cfg *rest.Config) (client.Client, error) {
+	if err := ping(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
 // Install server-side applies objects with InstallFieldManager, forcing ownership of the fields it
 // sets (it is the owner of these objects), and prints what it created, changed or left unchanged.
 func Install(ctx context.Context, cfg *rest.Config, objs []client.Object, out io.Writer) error {
-	if err := ping(ctx, cfg); err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := installClient(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,11 @@ func Prune(ctx context.Context, cfg *rest.Config, p Pattern, objs []client.Objec
 	for _, o := range objs {
 		keep[key(o.GetObjectKind().GroupVersionKind(), o.GetNamespace(), o.GetName())] = true
 	}
-	return deleteLabelled(ctx, cfg, p, "pruned", func(gvk schema.GroupVersionKind, o metav1.PartialObjectMetadata) bool {
+	c, err := installClient(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return deleteLabelled(ctx, c, p, "pruned", func(gvk schema.GroupVersionKind, o metav1.PartialObjectMetadata) bool {
 		return !keep[key(gvk, o.Namespace, o.Name)]
 	}, out)
 }
@@ -58,15 +62,15 @@ func Prune(ctx context.Context, cfg *rest.Config, p Pattern, objs []client.Objec
 // namespace), in dependency order, and with crds also the CRDs in objs — which deletes every
 // object of those kinds, hence not by default.
 func Uninstall(ctx context.Context, cfg *rest.Config, p Pattern, objs []client.Object, crds bool, out io.Writer) error {
-	if err := deleteLabelled(ctx, cfg, p, "deleted", func(schema.GroupVersionKind, metav1.PartialObjectMetadata) bool { return true }, out); err != nil {
+	c, err := installClient(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := deleteLabelled(ctx, c, p, "deleted", func(schema.GroupVersionKind, metav1.PartialObjectMetadata) bool { return true }, out); err != nil {
 		return err
 	}
 	if !crds {
 		return nil
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
 	}
 	for _, o := range objs {
 		if o.GetObjectKind().GroupVersionKind().Kind != "CustomResourceDefinition" {
@@ -85,14 +89,7 @@ func Uninstall(ctx context.Context, cfg *rest.Config, p Pattern, objs []client.O
 
 // deleteLabelled deletes, kind by kind in the order of installed, the pattern's labelled objects
 // that match, each with its UID as a precondition (an object re-created meanwhile is not touched).
-func deleteLabelled(ctx context.Context, cfg *rest.Config, p Pattern, verb string, match func(schema.GroupVersionKind, metav1.PartialObjectMetadata) bool, out io.Writer) error {
-	if err := ping(ctx, cfg); err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
+func deleteLabelled(ctx context.Context, c client.Client, p Pattern, verb string, match func(schema.GroupVersionKind, metav1.PartialObjectMetadata) bool, out io.Writer) error {
 	for _, gvk := range installed {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
