@@ -80,7 +80,8 @@ func TestMain(m *testing.M) {
 func selectProvider() (support.E2EClusterProvider, error) {
 	switch p := os.Getenv("E2E_PROVIDER"); p {
 	case "", "local":
-		localProvider = localcluster.NewProvider()
+		// The real node needs root: without it, the deploy tier (TestDeployed) is skipped.
+		localProvider = localcluster.NewProvider(localcluster.Options{RealNode: os.Geteuid() == 0})
 		return localProvider, nil
 	case "kind":
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -120,6 +121,11 @@ func buildPatterns(cluster string) env.Func {
 					return ctx, err
 				}
 			}
+		}
+		if localProvider != nil && localProvider.Cluster().HasRealNode() {
+			go buildDeployImages() // for TestDeployed, while the tests before it run
+		} else {
+			close(deployImages)
 		}
 		// One go build for every pattern: shared packages are compiled once, links run in parallel.
 		args := []string{"build", "-o", bins + string(filepath.Separator)}

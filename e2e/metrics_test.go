@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,8 +28,9 @@ import (
 
 // TestSecureMetrics: run's default /metrics is HTTPS and asks the API server who the caller is
 // (TokenReview) and whether it may get /metrics (SubjectAccessReview), with the pattern's own
-// generated RBAC: no token is refused, a ServiceAccount without the reader role is forbidden, one
-// bound to the generated kpatterns-<pattern>-metrics-reader ClusterRole reads the metrics.
+// generated RBAC: no token or a wrong one is refused (401, and the wrong one logged once, not
+// per request), a ServiceAccount without the reader role is forbidden, one bound to the generated
+// kpatterns-<pattern>-metrics-reader ClusterRole reads the metrics.
 func TestSecureMetrics(t *testing.T) {
 	if kindRun {
 		t.Skip("scrapes a local process; on kind the metrics Service is cluster-internal")
@@ -91,6 +94,17 @@ func TestSecureMetrics(t *testing.T) {
 			})
 			if code, _ := scrape(""); code != http.StatusUnauthorized {
 				t.Errorf("no token: HTTP %d, want 401", code)
+			}
+			// A wrong token is a 401 like none, and a scraper sending it does not fill the log.
+			for range 5 {
+				if code, _ := scrape("not-a-token"); code != http.StatusUnauthorized {
+					t.Errorf("a wrong token: HTTP %d, want 401", code)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(logs, "mirror.log")); err != nil {
+				t.Error(err)
+			} else if n := strings.Count(string(b), "not authenticated"); n != 1 {
+				t.Errorf("5 requests with a wrong token logged %d lines about it, want 1:\n%s", n, b)
 			}
 			if code, _ := scrape(token("stranger")); code != http.StatusForbidden {
 				t.Errorf("a ServiceAccount without the reader role: HTTP %d, want 403", code)

@@ -5,7 +5,8 @@
 // Docker: etcd and kube-apiserver (through controller-runtime's envtest), kube-controller-manager
 // (garbage collection, namespaces, Deployments, ReplicaSets, ServiceAccounts, node lifecycle),
 // kube-scheduler, and kwok with one fake node, so Pods are scheduled and become Running and Ready
-// without a kubelet. The binaries come from package controlplane's cache; every port is free-chosen.
+// without a kubelet. With Options.RealNode a second node runs containers (node.go). The binaries
+// come from package controlplane's cache; every port is free-chosen.
 package localcluster
 
 import (
@@ -15,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +62,14 @@ type Cluster struct {
 	env        *envtest.Environment
 	procs      []*exec.Cmd
 	logs       []*os.File
+	node       *node // the real node, if started
+}
+
+// Options choose what Start starts beside the control plane and kwok's node.
+type Options struct {
+	// RealNode starts a node that runs containers (kubelet, kube-proxy, containerd, runc), for
+	// Pods of images loaded with LoadImage. It needs root.
+	RealNode bool
 }
 
 // ServiceRange is the cluster's Service range. Nothing on this machine serves it (no kube-proxy),
@@ -98,10 +108,10 @@ func KeepServiceRangeLocal() error {
 // restart each as it was started.
 var Agents = []string{"kube-controller-manager", "kube-scheduler", "kwok"}
 
-// Start starts the cluster in dir (created if missing) and returns once the node is Ready and
-// untainted and the default ServiceAccount exists. On failure everything started is stopped and
+// Start starts the cluster in dir (created if missing) and returns once its nodes are Ready (kwok's
+// untainted) and the default ServiceAccount exists. On failure everything started is stopped and
 // the error carries the tail of the failing component's log.
-func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
+func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 	if err := KeepServiceRangeLocal(); err != nil {
 		return nil, err
 	}
@@ -132,7 +142,12 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 		return nil, err
 	}
 	cp.Etcd.Err = cp.Etcd.Out
+	caPEM, err := loadOrWritePKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
 	cp.APIServer = &envtest.APIServer{CertDir: filepath.Join(dir, "pki"), StartTimeout: time.Minute}
+	cp.APIServer.CA = caPEM
 	if cp.APIServer.Out, err = c.logFile("kube-apiserver"); err != nil {
 		return nil, err
 	}
@@ -147,7 +162,13 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 		Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none").
 		Set("service-cluster-ip-range", ServiceRange).
 		// As hardened clusters do: blockOwnerDeletion needs update on the owner's finalizers.
-		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement").
+		// Webhooks are called at their Pods' addresses (the host routes the real node's Pod range),
+		// not at ClusterIPs, which only the real node's kube-proxy serves.
+		Set("enable-aggregator-routing", "true").
+		Set("kubelet-client-certificate", filepath.Join(dir, "pki", kubeletClientCert)).
+		Set("kubelet-client-key", filepath.Join(dir, "pki", kubeletClientKey)).
+		Set("kubelet-preferred-address-types", "InternalIP,Hostname")
 	c.env = env
 	if c.Config, err = env.Start(); err != nil {
 		return nil, fmt.Errorf("etcd/kube-apiserver: %w%s", err, tail(filepath.Join(dir, "logs", "kube-apiserver.log")))
@@ -183,9 +204,13 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 	delegation := []string{"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig,
 		"--authorization-kubeconfig=" + c.Kubeconfig, "--bind-address=127.0.0.1", "--leader-elect=false",
 		"--kube-api-qps=300", "--kube-api-burst=600"}
+	kcm := controllers
+	if o.RealNode { // Services of the patterns' Pods: webhooks, metrics
+		kcm = append(slices.Clone(controllers), "endpointslice-controller")
+	}
 	if err := c.start(assets, "kube-controller-manager", append(delegation,
 		"--secure-port="+ports[0],
-		"--controllers="+strings.Join(controllers, ","),
+		"--controllers="+strings.Join(kcm, ","),
 		"--service-account-private-key-file="+filepath.Join(pki, "sa-signer.key"),
 		"--root-ca-file="+caFile,
 		"--use-service-account-credentials=false",
@@ -213,6 +238,11 @@ func Start(ctx context.Context, dir string) (_ *Cluster, err error) {
 	}
 	if err := cl.Create(ctx, fakeNode()); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
+	}
+	if o.RealNode {
+		if err := c.startNode(ctx, cp.APIServer.Port, cp); err != nil {
+			return nil, fmt.Errorf("the real node: %w", err)
+		}
 	}
 	if err := c.WaitReady(ctx, cl); err != nil {
 		return nil, err
@@ -247,9 +277,15 @@ func (c *Cluster) WaitReady(ctx context.Context, cl client.Client) error {
 		if why == "" {
 			return nil
 		}
+		procs := map[string]*exec.Cmd{}
 		for _, p := range c.procs {
+			procs[filepath.Base(p.Path)] = p
+		}
+		if c.node != nil {
+			maps.Copy(procs, c.node.procs)
+		}
+		for name, p := range procs {
 			if p.ProcessState != nil || p.Process.Signal(syscall.Signal(0)) != nil {
-				name := filepath.Base(p.Path)
 				return fmt.Errorf("%s exited%s", name, tail(filepath.Join(c.Dir, "logs", name+".log")))
 			}
 		}
@@ -262,20 +298,26 @@ func (c *Cluster) WaitReady(ctx context.Context, cl client.Client) error {
 }
 
 func (c *Cluster) notReady(ctx context.Context, cl client.Client) string {
-	node := &corev1.Node{}
-	if err := cl.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
-		return err.Error()
+	nodes := []string{NodeName}
+	if c.node != nil {
+		nodes = append(nodes, RealNodeName)
 	}
-	ready := false
-	for _, cond := range node.Status.Conditions {
-		ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
-	}
-	if !ready {
-		return "node " + NodeName + " is not Ready"
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-			return "node " + NodeName + " has taint " + t.Key
+	for _, name := range nodes {
+		node := &corev1.Node{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			return err.Error()
+		}
+		ready := false
+		for _, cond := range node.Status.Conditions {
+			ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
+		}
+		if !ready {
+			return "node " + name + " is not Ready"
+		}
+		for _, t := range node.Spec.Taints {
+			if t.Key != RealNodeLabel && (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) {
+				return "node " + name + " has taint " + t.Key
+			}
 		}
 	}
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{}); err != nil {
@@ -311,10 +353,15 @@ func (c *Cluster) launch(path string, args []string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// Stop stops every process in reverse start order (SIGTERM, then SIGKILL after 10 s), then
-// kube-apiserver and etcd, and closes the logs. Files stay in Dir; Remove deletes them.
+// Stop removes the real node (RemoveNode), stops every other process in reverse start order
+// (SIGTERM, then SIGKILL after 10 s), then kube-apiserver and etcd, and closes the logs. Files
+// stay in Dir.
 func (c *Cluster) Stop() error {
 	var errs []error
+	if c.node != nil {
+		errs = append(errs, c.node.stop())
+		c.node = nil
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		stopProcess(c.procs[i].Process, 10*time.Second)
 	}
@@ -511,4 +558,12 @@ func freePorts(n int) ([]string, error) {
 		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 	}
 	return ports, nil
+}
+
+// HasRealNode says whether the cluster runs the real node (Options.RealNode).
+func (c *Cluster) HasRealNode() bool { return c.node != nil }
+
+// LoadImages imports image archives into the real node's containerd (see LoadImages).
+func (c *Cluster) LoadImages(ctx context.Context, archives ...string) error {
+	return LoadImages(ctx, c.Dir, archives...)
 }

@@ -18,13 +18,15 @@ func TestStartFailureIsReportedAndCleanedUp(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "pki"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// envtest keeps an existing serving certificate: a broken one stops kube-apiserver.
-	for _, f := range []string{"apiserver.crt", "apiserver.key"} {
-		if err := os.WriteFile(filepath.Join(dir, "pki", f), []byte("not PEM"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	// Start keeps the certificates of an earlier start in the same directory: a broken serving
+	// key stops kube-apiserver.
+	if _, err := writePKI(filepath.Join(dir, "pki")); err != nil {
+		t.Fatal(err)
 	}
-	c, err := Start(context.Background(), dir)
+	if err := os.WriteFile(filepath.Join(dir, "pki", "apiserver.key"), []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(context.Background(), dir, Options{})
 	if err == nil {
 		_ = c.Stop()
 		t.Fatal("Start succeeded with a broken serving certificate")

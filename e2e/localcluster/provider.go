@@ -20,13 +20,14 @@ import (
 // envfuncs.DestroyCluster(name) stops it and removes its files.
 type Provider struct {
 	name    string
+	opts    Options
 	cluster *Cluster
 }
 
 var _ support.E2EClusterProvider = (*Provider)(nil)
 
-// NewProvider returns a provider for one local cluster.
-func NewProvider() *Provider { return &Provider{name: "kpatterns"} }
+// NewProvider returns a provider for one local cluster, started with o.
+func NewProvider(o Options) *Provider { return &Provider{name: "kpatterns", opts: o} }
 
 func (p *Provider) SetDefaults() support.E2EClusterProvider                    { return p }
 func (p *Provider) WithName(name string) support.E2EClusterProvider            { p.name = name; return p }
@@ -40,7 +41,7 @@ func (p *Provider) Create(ctx context.Context, _ ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := Start(ctx, dir)
+	c, err := Start(ctx, dir, p.opts)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return "", err

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -108,9 +109,18 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&o.CPURequest, "cpu-request", "10m", "the container's CPU request")
 		fs.StringVar(&o.MemoryRequest, "memory-request", "64Mi", "the container's memory request")
 		fs.StringVar(&o.MemoryLimit, "memory-limit", "256Mi", "the container's memory limit")
+		nodeSelector := fs.String("node-selector", "", "key=value[,key=value]: the Pods' nodeSelector (default: none)")
+		tolerations := fs.String("tolerations", "", "key=value:Effect or key:Effect, comma-separated: the Pods' tolerations (default: none)")
 		run = func() error {
 			if *replicas < 0 || *replicas > 1000 {
 				return usageError{fmt.Errorf("--replicas %d: want 1 to 1000 (0: the default)", *replicas)}
+			}
+			var err error
+			if o.NodeSelector, err = labels.ConvertSelectorToLabelsMap(*nodeSelector); err != nil {
+				return usageError{fmt.Errorf("--node-selector %q: %w", *nodeSelector, err)}
+			}
+			if o.Tolerations, err = ParseTolerations(*tolerations); err != nil {
+				return usageError{err}
 			}
 			o.Replicas = int32(*replicas)
 			objs, err := Objects(p, o)
@@ -143,8 +153,8 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.DurationVar(&r.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
 		fs.DurationVar(&r.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 		fs.IntVar(&r.Workers, "max-concurrent-reconciles", 1, "reconcile workers of each controller (distinct objects are reconciled in parallel; one object never is)")
-		fs.StringVar(&r.ProbeAddr, "health-probe-bind-address", ":8080", "address of /healthz and /readyz")
-		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8081", "address of /metrics (0 disables)")
+		fs.StringVar(&r.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (kubebuilder's default)")
+		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics, HTTPS unless --metrics-secure=false (0 disables; kubebuilder's default)")
 		fs.BoolVar(&r.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates and authorizes (false: plain HTTP, for local runs)")
 		fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks (webhook patterns)")
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")

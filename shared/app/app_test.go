@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -59,6 +61,7 @@ func TestObjectsClusterWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"Namespace /ops", // Pod Security "restricted"; install leaves an existing one as it is
 		"ServiceAccount ops/demo",
 		"ClusterRole /kpatterns-demo", "ClusterRoleBinding /kpatterns-demo",
 		"Role ops/kpatterns-demo-leader-election", "RoleBinding ops/kpatterns-demo-leader-election",
@@ -68,11 +71,14 @@ func TestObjectsClusterWide(t *testing.T) {
 	if d := cmp.Diff(want, kinds(objs)); d != "" {
 		t.Fatalf("objects (-want +got):\n%s", d)
 	}
-	role := objs[1].(*rbacv1.ClusterRole)
+	if ns := objs[0].(*corev1.Namespace); ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("namespace labels = %v, want Pod Security restricted enforced", ns.Labels)
+	}
+	role := objs[2].(*rbacv1.ClusterRole)
 	if len(role.Rules) != 1 || role.Rules[0].Resources[0] != "configmaps" {
 		t.Fatalf("ClusterRole rules = %+v, want the generated ones", role.Rules)
 	}
-	binding := objs[2].(*rbacv1.ClusterRoleBinding)
+	binding := objs[3].(*rbacv1.ClusterRoleBinding)
 	if s := binding.Subjects[0]; s.Kind != "ServiceAccount" || s.Name != "demo" || s.Namespace != "ops" {
 		t.Fatalf("binding subject = %+v", s)
 	}
@@ -84,7 +90,7 @@ func TestObjectsWatchNamespacesUseRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"ServiceAccount ops/demo",
+		"Namespace /ops", "ServiceAccount ops/demo",
 		"Role a/kpatterns-demo", "RoleBinding a/kpatterns-demo",
 		"Role b/kpatterns-demo", "RoleBinding b/kpatterns-demo",
 		"Role ops/kpatterns-demo-leader-election", "RoleBinding ops/kpatterns-demo-leader-election",
@@ -129,12 +135,56 @@ func TestDeploymentIsRestricted(t *testing.T) {
 		t.Errorf("capabilities drop = %v", sc.Capabilities.Drop)
 	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != "RuntimeDefault":
 		t.Error("seccomp profile not RuntimeDefault")
-	case c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.Ports[0].ContainerPort != 8080:
-		t.Error("probes are not /healthz and /readyz on :8080")
+	case c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.Ports[0].ContainerPort != 8081:
+		t.Error("probes are not /healthz and /readyz on :8081")
 	}
 	objs, _ = app.Objects(pattern, app.Options{Namespace: "ops", Image: "example/demo:1"})
 	if got := objs[len(objs)-1].(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Command; !cmp.Equal(got, []string{"/manager"}) {
 		t.Errorf("default command = %v, want the image's binary /manager", got)
+	}
+}
+
+// Pods are placed only where the flags say: by default no nodeSelector and no toleration, so
+// nothing that only a test cluster needs is rendered; bad values are refused before anything runs.
+func TestPlacementFlags(t *testing.T) {
+	pod := func(args ...string) (corev1.PodSpec, error) {
+		var out bytes.Buffer
+		err := app.Execute(context.Background(), pattern, run, nil, append([]string{"manifests", "--image", "x/y:1"}, args...), &out, &bytes.Buffer{})
+		if err != nil {
+			return corev1.PodSpec{}, err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
+		for {
+			d := &appsv1.Deployment{}
+			if err := dec.Decode(d); err != nil {
+				return corev1.PodSpec{}, fmt.Errorf("no Deployment rendered: %w", err)
+			}
+			if d.Kind == "Deployment" {
+				return d.Spec.Template.Spec, nil
+			}
+		}
+	}
+	spec, err := pod()
+	if err != nil || spec.NodeSelector != nil || spec.Tolerations != nil {
+		t.Fatalf("default: nodeSelector %v, tolerations %v, err %v; want none", spec.NodeSelector, spec.Tolerations, err)
+	}
+	spec, err = pod("--node-selector", "pool=ops,zone=a", "--tolerations", "dedicated=ops:NoSchedule,gpu:NoExecute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ops", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
+	if d := cmp.Diff(want, spec.Tolerations); d != "" {
+		t.Errorf("tolerations (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]string{"pool": "ops", "zone": "a"}, spec.NodeSelector); d != "" {
+		t.Errorf("nodeSelector (-want +got):\n%s", d)
+	}
+	for _, bad := range [][]string{{"--node-selector", "pool"}, {"--node-selector", "a=b=c"}, {"--tolerations", "dedicated=ops"},
+		{"--tolerations", "dedicated=ops:Sometimes"}, {"--tolerations", "=ops:NoSchedule"}, {"--tolerations", "bad key:NoSchedule"}} {
+		if _, err := pod(bad...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
 

@@ -80,6 +80,31 @@ func TestInstallIsIdempotentAndReportsChanges(t *testing.T) {
 	if d.Annotations["team"] != "platform" || d.Spec.Template.Spec.Containers[0].Image != "example/demo:2" {
 		t.Fatalf("after re-install: annotations %v, image %s", d.Annotations, d.Spec.Template.Spec.Containers[0].Image)
 	}
+
+	// An operator namespace that does not exist is created, enforcing Pod Security "restricted";
+	// an existing one is someone's and stays as it is.
+	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Labels: map[string]string{"owner": "them"}}}
+	if err := env.Client.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	for ns, line := range map[string]string{"fresh": "namespace/fresh created", "theirs": "namespace/theirs exists: left as it is"} {
+		if got := install(app.Options{Namespace: ns}); got[0] != line {
+			t.Errorf("install into %s: %v, want %q first", ns, got, line)
+		}
+	}
+	for ns, want := range map[string]map[string]string{
+		"fresh":  {"app.kubernetes.io/part-of": "kpatterns", "pod-security.kubernetes.io/enforce": "restricted"},
+		"theirs": {"owner": "them"},
+	} {
+		got := &corev1.Namespace{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, got); err != nil {
+			t.Fatal(err)
+		}
+		delete(got.Labels, corev1.LabelMetadataName) // set by the API server
+		if d := cmp.Diff(want, got.Labels); d != "" {
+			t.Errorf("namespace %s labels (-want +got):\n%s", ns, d)
+		}
+	}
 }
 
 const crdYAML = `apiVersion: apiextensions.k8s.io/v1

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +46,38 @@ type Options struct {
 	Replicas int32
 	// CPURequest, MemoryRequest and MemoryLimit are the container's resources (quantities).
 	CPURequest, MemoryRequest, MemoryLimit string
+	// NodeSelector and Tolerations place the Pods (none by default).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+}
+
+// ParseTolerations reads --tolerations: comma-separated key=value:Effect (operator Equal) or
+// key:Effect (operator Exists), Effect one of NoSchedule, PreferNoSchedule, NoExecute.
+func ParseTolerations(s string) ([]corev1.Toleration, error) {
+	var out []corev1.Toleration
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(item, ":")
+		key, value, equal := strings.Cut(kv, "=")
+		t := corev1.Toleration{Key: key, Value: value, Effect: corev1.TaintEffect(effect), Operator: corev1.TolerationOpExists}
+		if equal {
+			t.Operator = corev1.TolerationOpEqual
+		}
+		switch {
+		case !ok || key == "":
+			return nil, fmt.Errorf("--tolerations %q: want key=value:Effect or key:Effect", item)
+		case len(validation.IsQualifiedName(key)) > 0:
+			return nil, fmt.Errorf("--tolerations %q: key %q: %s", item, key, strings.Join(validation.IsQualifiedName(key), "; "))
+		case equal && len(validation.IsValidLabelValue(value)) > 0:
+			return nil, fmt.Errorf("--tolerations %q: value %q: %s", item, value, strings.Join(validation.IsValidLabelValue(value), "; "))
+		case t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectPreferNoSchedule && t.Effect != corev1.TaintEffectNoExecute:
+			return nil, fmt.Errorf("--tolerations %q: effect %q: want NoSchedule, PreferNoSchedule or NoExecute", item, effect)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // Objects renders everything a pattern needs in a cluster, in apply order.
@@ -66,6 +99,9 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 		return nil, err
 	}
 	objs := append([]client.Object{}, crds...)
+	if ns := operatorNamespaceObject(o.Namespace); ns != nil {
+		objs = append(objs, ns)
+	}
 	objs = append(objs, &corev1.ServiceAccount{ObjectMeta: meta(o.Namespace, p.Name)})
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.Name, Namespace: o.Namespace}}
 	if len(rules) > 0 {
@@ -105,6 +141,17 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 		}
 	}
 	return typed(objs)
+}
+
+// operatorNamespaceObject is the operator namespace, enforcing Pod Security "restricted" (the
+// Deployment passes it), unless it is one every cluster has. Install creates it only if it does
+// not exist yet, and neither prune nor uninstall deletes it: other patterns may live there.
+func operatorNamespaceObject(name string) *corev1.Namespace {
+	if name == metav1.NamespaceDefault || strings.HasPrefix(name, "kube-") {
+		return nil
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"app.kubernetes.io/part-of": "kpatterns", "pod-security.kubernetes.io/enforce": "restricted"}}}
 }
 
 // leaderElectionRBAC lets the pattern hold its Lease and record events in its own namespace.
@@ -220,6 +267,8 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: name,
+					NodeSelector:       o.NodeSelector,
+					Tolerations:        o.Tolerations,
 					// Replicas on different nodes where there are several.
 					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100,
@@ -232,7 +281,7 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 						Env: []corev1.EnvVar{{Name: "KPATTERNS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
 						Ports: []corev1.ContainerPort{
-							{Name: "probes", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 8081}},
+							{Name: "probes", ContainerPort: 8081}, {Name: "metrics", ContainerPort: 8443}},
 						LivenessProbe:  probe("/healthz"),
 						ReadinessProbe: probe("/readyz"),
 						Resources: corev1.ResourceRequirements{
@@ -367,6 +416,12 @@ func Install(ctx context.Context, cfg *rest.Config, objs []client.Object, out io
 			return fmt.Errorf("%s: %w", ref, err)
 		}
 		existed := err == nil
+		if existed && u.GetKind() == "Namespace" { // someone's, or an earlier install's: as it is
+			if _, err := fmt.Fprintf(out, "%s exists: left as it is\n", ref); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 			client.FieldOwner(InstallFieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("%s: %w", ref, err)

@@ -26,29 +26,54 @@ import (
 	"time"
 )
 
-// Binaries are the executables found in an assets directory.
+// Binaries are the control plane's executables.
 var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 
 // EnvtestBinaries are what integration tests need: the assets a kubebuilder user has from
 // setup-envtest.
 var EnvtestBinaries = []string{"etcd", "kube-apiserver"}
 
-// packages maps a binary name to its main package in the build module.
-var packages = map[string]string{
-	"etcd":                    "go.etcd.io/etcd/server/v3",
-	"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
-	"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-	"kube-scheduler":          "k8s.io/kubernetes/cmd/kube-scheduler",
-	"kwok":                    "sigs.k8s.io/kwok/cmd/kwok",
+// A Set is binaries built from build modules of this repository that are kept out of go.work,
+// cached once per version: a change to a module's go.mod or go.sum names a new cache directory,
+// so stale binaries are never reused.
+type Set struct {
+	Name     string   // the cache directory's prefix: what the modules pin, for a reader of the cache
+	Modules  []string // the build modules, relative to the repository root
+	Binaries []string // what a complete directory holds
+	// Build builds Binaries into b.Out, one b.Go step at a time.
+	Build func(ctx context.Context, b *Builder) error
 }
 
-// buildModule is the module, relative to the repository root, that pins the versions.
-const buildModule = "tools/controlplane"
+// ControlPlane is etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, built from
+// tools/controlplane one binary at a time: packages they share are compiled by the first and
+// reused from the build cache by the rest, and every step can say which component it is on.
+var ControlPlane = Set{
+	Name: "k8s-v1.37.2", Modules: []string{"tools/controlplane"}, Binaries: Binaries,
+	Build: func(ctx context.Context, b *Builder) error {
+		packages := map[string]string{
+			"etcd":                    "go.etcd.io/etcd/server/v3",
+			"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
+			"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+			"kube-scheduler":          "k8s.io/kubernetes/cmd/kube-scheduler",
+			"kwok":                    "sigs.k8s.io/kwok/cmd/kwok",
+		}
+		if err := b.Go(ctx, "downloading modules", "tools/controlplane", nil, "mod", "download"); err != nil {
+			return err
+		}
+		for i, name := range Binaries {
+			what := fmt.Sprintf("[%d/%d] %s", i+1, len(Binaries), name)
+			if err := b.Go(ctx, what, "tools/controlplane", nil, "build", "-trimpath", "-o", b.Path(name), packages[name]); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+}
 
 // Ensure returns a directory holding the binaries named in need (every one of Binaries if none
-// is named), building all of Binaries if this version is not cached yet. KUBEBUILDER_ASSETS, when
-// it names a directory that holds every needed binary, is used as it is (for a pattern copied out
-// of this repository: integration tests need only EnvtestBinaries).
+// is named), building the ControlPlane set if this version is not cached yet. KUBEBUILDER_ASSETS,
+// when it names a directory that holds every needed binary, is used as it is (for a pattern copied
+// out of this repository: integration tests need only EnvtestBinaries).
 func Ensure(ctx context.Context, need ...string) (string, error) {
 	if len(need) == 0 {
 		need = Binaries
@@ -56,11 +81,18 @@ func Ensure(ctx context.Context, need ...string) (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && holds(dir, need) {
 		return dir, nil
 	}
-	mod, err := findBuildModule(need)
+	return EnsureSet(ctx, ControlPlane)
+}
+
+// EnsureSet returns the cache directory of s's version, building s into it first if it is not
+// complete. Several processes may ask at once: one builds under an exclusive file lock while the
+// others wait, and the directory appears whole by rename.
+func EnsureSet(ctx context.Context, s Set) (string, error) {
+	root, err := findRoot(s)
 	if err != nil {
 		return "", err
 	}
-	key, err := versionKey(mod)
+	key, err := versionKey(root, s)
 	if err != nil {
 		return "", err
 	}
@@ -69,7 +101,7 @@ func Ensure(ctx context.Context, need ...string) (string, error) {
 		return "", err
 	}
 	dir := filepath.Join(cache, key)
-	if complete(dir) {
+	if holds(dir, s.Binaries) {
 		return dir, nil
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
@@ -80,7 +112,7 @@ func Ensure(ctx context.Context, need ...string) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	if complete(dir) { // another process built it while we waited for the lock
+	if holds(dir, s.Binaries) { // another process built it while we waited for the lock
 		return dir, nil
 	}
 	tmp, err := os.MkdirTemp(cache, key+".building-")
@@ -91,8 +123,12 @@ func Ensure(ctx context.Context, need ...string) (string, error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", err
 	}
-	if err := build(ctx, mod, tmp); err != nil {
+	_, _ = fmt.Fprintf(Progress, "controlplane: building %s once for this version\n", strings.Join(s.Binaries, ", "))
+	if err := s.Build(ctx, &Builder{Root: root, Out: tmp, start: time.Now()}); err != nil {
 		return "", err
+	}
+	if !holds(tmp, s.Binaries) {
+		return "", fmt.Errorf("building %s: not every binary was built", strings.Join(s.Binaries, ", "))
 	}
 	_ = os.RemoveAll(dir) // a partial directory left by an older layout
 	if err := os.Rename(tmp, dir); err != nil {
@@ -100,8 +136,6 @@ func Ensure(ctx context.Context, need ...string) (string, error) {
 	}
 	return dir, nil
 }
-
-func complete(dir string) bool { return holds(dir, Binaries) }
 
 func holds(dir string, binaries []string) bool {
 	for _, b := range binaries {
@@ -112,39 +146,40 @@ func holds(dir string, binaries []string) bool {
 	return true
 }
 
-// findBuildModule walks up from the working directory to the repository root.
-func findBuildModule(need []string) (string, error) {
+// findRoot walks up from the working directory to the repository root: the directory that holds
+// s's first build module.
+func findRoot(s Set) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		mod := filepath.Join(dir, buildModule)
-		if _, err := os.Stat(filepath.Join(mod, "go.mod")); err == nil {
-			return mod, nil
+		if _, err := os.Stat(filepath.Join(dir, s.Modules[0], "go.mod")); err == nil {
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("control-plane binaries: no " + buildModule +
-				" above the working directory; set KUBEBUILDER_ASSETS to a directory with " +
-				strings.Join(need, ", "))
+			return "", errors.New("building " + strings.Join(s.Binaries, ", ") + ": no " + s.Modules[0] +
+				" above the working directory; set KUBEBUILDER_ASSETS to a directory with the binaries")
 		}
 		dir = parent
 	}
 }
 
-// versionKey names the cache directory after the pinned versions: a change to go.mod or go.sum
-// yields a new directory, so stale binaries are never reused.
-func versionKey(mod string) (string, error) {
+// versionKey names the cache directory after the pinned versions: the set's name and a hash of
+// its modules' go.mod and go.sum.
+func versionKey(root string, s Set) (string, error) {
 	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(mod, f))
-		if err != nil {
-			return "", err
+	for _, m := range s.Modules {
+		for _, f := range []string{"go.mod", "go.sum"} {
+			b, err := os.ReadFile(filepath.Join(root, m, f))
+			if err != nil {
+				return "", err
+			}
+			h.Write(b)
 		}
-		h.Write(b)
 	}
-	return "k8s-v1.37.2-" + hex.EncodeToString(h.Sum(nil))[:12], nil
+	return s.Name + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func cacheRoot() (string, error) {
@@ -178,27 +213,24 @@ var (
 	HeartbeatEvery           = 30 * time.Second
 )
 
-// build is a variable so tests can count builds without compiling Kubernetes.
-var build = func(ctx context.Context, mod, out string) error {
-	start := time.Now()
-	_, _ = fmt.Fprintf(Progress, "controlplane: building %s once for this version (about 12 minutes on a cold 2-core machine)\n",
-		strings.Join(Binaries, ", "))
-	if err := step(ctx, start, "downloading modules", mod, "mod", "download"); err != nil {
-		return err
-	}
-	// One binary at a time: packages they share are compiled by the first and reused from the
-	// build cache by the rest, and every step can say which component it is on.
-	for i, b := range Binaries {
-		what := fmt.Sprintf("[%d/%d] %s", i+1, len(Binaries), b)
-		if err := step(ctx, start, what, mod, "build", "-trimpath", "-o", filepath.Join(out, b), packages[b]); err != nil {
-			return err
-		}
-	}
-	return nil
+// A Builder runs the go commands of one Set's build.
+type Builder struct {
+	Root  string // the repository root
+	Out   string // where the binaries go
+	start time.Time
 }
 
-// step runs one go command in mod, reporting its start, a heartbeat, and its end.
-func step(ctx context.Context, start time.Time, what, mod string, args ...string) error {
+// Path is where the binary name goes.
+func (b *Builder) Path(name string) string { return filepath.Join(b.Out, name) }
+
+// Go runs one go command in the build module (relative to Root) with GOWORK=off,
+// -mod=readonly and CGO_ENABLED=0 unless env says otherwise, reporting its start, a heartbeat,
+// and its end.
+func (b *Builder) Go(ctx context.Context, what, module string, env []string, args ...string) error {
+	start := b.start
+	if start.IsZero() {
+		start = time.Now()
+	}
 	began := time.Now()
 	_, _ = fmt.Fprintf(Progress, "controlplane: %s ...\n", what)
 	done := make(chan struct{})
@@ -215,23 +247,16 @@ func step(ctx context.Context, start time.Time, what, mod string, args ...string
 			}
 		}
 	}()
-	if err := goCmd(ctx, mod, args...); err != nil {
-		return err
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = filepath.Join(b.Root, module)
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=0"), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	_, _ = fmt.Fprintf(Progress, "controlplane: %s done in %s (%s in all)\n", what, since(began), since(start))
 	return nil
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Second) }
-
-func goCmd(ctx context.Context, dir string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=0")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return nil
-}

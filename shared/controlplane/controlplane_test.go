@@ -29,12 +29,12 @@ func TestEnsureBuildsOnceUnderConcurrency(t *testing.T) {
 	t.Setenv("KPATTERNS_CACHE", t.TempDir())
 	t.Setenv("KUBEBUILDER_ASSETS", "")
 	var builds atomic.Int32
-	orig := build
-	t.Cleanup(func() { build = orig })
-	build = func(_ context.Context, _, out string) error {
+	orig := ControlPlane.Build
+	t.Cleanup(func() { ControlPlane.Build = orig })
+	ControlPlane.Build = func(_ context.Context, b *Builder) error {
 		builds.Add(1)
 		time.Sleep(200 * time.Millisecond) // hold the lock while the others arrive
-		fakeBinaries(t, out)
+		fakeBinaries(t, b.Out)
 		return nil
 	}
 	var wg sync.WaitGroup
@@ -53,7 +53,7 @@ func TestEnsureBuildsOnceUnderConcurrency(t *testing.T) {
 		t.Fatalf("%d builds, want 1", n)
 	}
 	for _, d := range dirs {
-		if d != dirs[0] || !complete(d) {
+		if d != dirs[0] || !holds(d, Binaries) {
 			t.Fatalf("callers got %v, want one complete directory", dirs)
 		}
 	}
@@ -69,17 +69,17 @@ func TestEnsureBuildsOnceUnderConcurrency(t *testing.T) {
 func TestEnsureFailedBuildLeavesNothing(t *testing.T) {
 	t.Setenv("KPATTERNS_CACHE", t.TempDir())
 	t.Setenv("KUBEBUILDER_ASSETS", "")
-	orig := build
-	t.Cleanup(func() { build = orig })
-	build = func(_ context.Context, _, out string) error {
-		_ = os.WriteFile(filepath.Join(out, "etcd"), nil, 0o755) // half a build
+	orig := ControlPlane.Build
+	t.Cleanup(func() { ControlPlane.Build = orig })
+	ControlPlane.Build = func(_ context.Context, b *Builder) error {
+		_ = os.WriteFile(b.Path("etcd"), nil, 0o755) // half a build
 		return os.ErrDeadlineExceeded
 	}
 	if _, err := Ensure(context.Background()); err == nil {
 		t.Fatal("Ensure succeeded after a failed build")
 	}
-	build = func(_ context.Context, _, out string) error { fakeBinaries(t, out); return nil }
-	if d, err := Ensure(context.Background()); err != nil || !complete(d) {
+	ControlPlane.Build = func(_ context.Context, b *Builder) error { fakeBinaries(t, b.Out); return nil }
+	if d, err := Ensure(context.Background()); err != nil || !holds(d, Binaries) {
 		t.Fatalf("Ensure after a failed build: %s, %v", d, err)
 	}
 }
@@ -88,9 +88,9 @@ func TestKubebuilderAssetsWinsOnlyWhenComplete(t *testing.T) {
 	t.Setenv("KPATTERNS_CACHE", t.TempDir())
 	assets := t.TempDir()
 	t.Setenv("KUBEBUILDER_ASSETS", assets)
-	orig := build
-	t.Cleanup(func() { build = orig })
-	build = func(_ context.Context, _, out string) error { fakeBinaries(t, out); return nil }
+	orig := ControlPlane.Build
+	t.Cleanup(func() { ControlPlane.Build = orig })
+	ControlPlane.Build = func(_ context.Context, b *Builder) error { fakeBinaries(t, b.Out); return nil }
 	if d, _ := Ensure(context.Background()); d == assets {
 		t.Fatal("an empty KUBEBUILDER_ASSETS was used")
 	}
@@ -110,13 +110,13 @@ func TestKubebuilderAssetsWithEnvtestBinariesOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	orig := build
-	t.Cleanup(func() { build = orig })
-	build = func(context.Context, string, string) error { t.Error("built although the assets suffice"); return nil }
+	orig := ControlPlane.Build
+	t.Cleanup(func() { ControlPlane.Build = orig })
+	ControlPlane.Build = func(context.Context, *Builder) error { t.Error("built although the assets suffice"); return nil }
 	if d, err := Ensure(context.Background(), EnvtestBinaries...); err != nil || d != assets {
 		t.Fatalf("Ensure(envtest binaries) = %s, %v; want %s", d, err, assets)
 	}
-	build = func(_ context.Context, _, out string) error { fakeBinaries(t, out); return nil }
+	ControlPlane.Build = func(_ context.Context, b *Builder) error { fakeBinaries(t, b.Out); return nil }
 	if d, err := Ensure(context.Background()); err != nil || d == assets {
 		t.Fatalf("Ensure(all) = %s, %v; want the cache, not assets without kube-controller-manager", d, err)
 	}
@@ -128,13 +128,14 @@ func TestStepReportsProgress(t *testing.T) {
 	orig := Progress
 	t.Cleanup(func() { Progress = orig })
 	Progress = &out
-	if err := step(context.Background(), time.Now(), "[1/5] etcd", t.TempDir(), "env", "GOVERSION"); err != nil {
+	b := &Builder{Root: t.TempDir()}
+	if err := b.Go(context.Background(), "[1/5] etcd", ".", nil, "env", "GOVERSION"); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); !strings.Contains(got, "controlplane: [1/5] etcd ...\n") || !strings.Contains(got, "controlplane: [1/5] etcd done in ") {
 		t.Errorf("progress = %q", got)
 	}
-	if err := step(context.Background(), time.Now(), "bad", t.TempDir(), "no-such-command"); err == nil || !strings.Contains(err.Error(), "go no-such-command") {
+	if err := b.Go(context.Background(), "bad", ".", nil, "no-such-command"); err == nil || !strings.Contains(err.Error(), "go no-such-command") {
 		t.Errorf("a failed step: %v", err)
 	}
 }

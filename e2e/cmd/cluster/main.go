@@ -3,13 +3,15 @@
 
 // Command cluster starts and stops the local cluster in the background:
 //
-//	cluster up [--dir .cluster]     start it (or report the running one); writes DIR/kubeconfig
-//	cluster down [--dir .cluster]   stop every process it started and remove DIR
-//	cluster binaries                build the control-plane binaries into the cache (once per version)
+//	cluster up [--dir .cluster] [--node real]   start it (or report the running one); writes DIR/kubeconfig
+//	cluster down [--dir .cluster]               stop every process it started, remove the real node, remove DIR
+//	cluster load-image [--dir .cluster] FILE... import image archives into the real node's containerd
+//	cluster binaries [--node real]              build the binaries into the cache (once per version)
 //
 // `up` starts a supervisor process in its own session that owns the cluster's processes and
-// stops them on SIGTERM; `down` signals it, and kills any leftover process whose command line
-// names DIR (a supervisor that was killed cannot clean up itself).
+// stops them on SIGTERM; `down` signals it, kills any leftover process whose command line names
+// DIR (a supervisor that was killed cannot clean up itself), and removes what the real node
+// added to the host.
 package main
 
 import (
@@ -32,29 +34,35 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: cluster up|down|binaries [--dir DIR]"))
+		fail(errors.New("usage: cluster up|down|load-image|binaries [--dir DIR] [--node real]"))
 	}
 	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
-	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/")
+	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/, node/")
+	nodeKind := fs.String("node", "", "real: a node that runs containers beside kwok's fake one (root)")
 	_ = fs.Parse(os.Args[2:])
+	if *nodeKind != "" && *nodeKind != "real" {
+		fail(fmt.Errorf("--node %q: want real (or nothing, for kwok's node alone)", *nodeKind))
+	}
+	opts := localcluster.Options{RealNode: *nodeKind == "real"}
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
 		fail(err)
 	}
 	switch os.Args[1] {
 	case "up":
-		err = up(abs)
+		err = up(abs, opts, *nodeKind)
 	case "down":
 		err = down(abs)
 	case "supervise":
-		err = supervise(abs)
-	case "binaries":
-		var dir string
-		if dir, err = controlplane.Ensure(context.Background()); err == nil {
-			fmt.Println("control-plane binaries:", dir)
+		err = supervise(abs, opts)
+	case "load-image":
+		if err = localcluster.LoadImages(context.Background(), abs, fs.Args()...); err == nil {
+			fmt.Printf("loaded %s into %s\n", strings.Join(fs.Args(), ", "), localcluster.RealNodeName)
 		}
+	case "binaries":
+		err = binaries(opts)
 	default:
-		err = fmt.Errorf("unknown command %q (want up or down)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want up, down, load-image or binaries)", os.Args[1])
 	}
 	if err != nil {
 		fail(err)
@@ -79,9 +87,27 @@ func running(dir string) (int, bool) {
 	return pid, err == nil && syscall.Kill(pid, 0) == nil
 }
 
-func up(dir string) error {
+func binaries(opts localcluster.Options) error {
+	dir, err := controlplane.Ensure(context.Background())
+	if err != nil {
+		return err
+	}
+	fmt.Println("control-plane binaries:", dir)
+	if opts.RealNode {
+		if dir, err = controlplane.EnsureSet(context.Background(), localcluster.NodeSet); err != nil {
+			return err
+		}
+		fmt.Println("node binaries:", dir)
+	}
+	return nil
+}
+
+func up(dir string, opts localcluster.Options, nodeKind string) error {
 	if _, ok := running(dir); ok {
 		if _, err := os.Stat(readyFile(dir)); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "node")); opts.RealNode && err != nil {
+				return errors.New("the local cluster is running without the real node: go tool task cluster:down first")
+			}
 			fmt.Printf("local cluster already running\n%s", howTo(dir))
 			return nil
 		}
@@ -92,7 +118,7 @@ func up(dir string) error {
 		return err
 	}
 	// Build (first run only) in the foreground, where its progress message is seen.
-	if _, err := controlplane.Ensure(context.Background()); err != nil {
+	if err := binaries(opts); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -105,7 +131,7 @@ func up(dir string) error {
 	}
 	defer func() { _ = log.Close() }() // a log file: nothing to do about a failed close
 	start := time.Now()
-	cmd := exec.Command(self, "supervise", "--dir", dir)
+	cmd := exec.Command(self, "supervise", "--dir", dir, "--node", nodeKind)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives this command and its terminal
 	if err := cmd.Start(); err != nil {
@@ -115,7 +141,11 @@ func up(dir string) error {
 	go func() { exited <- cmd.Wait() }()
 	for {
 		if _, err := os.Stat(readyFile(dir)); err == nil {
-			fmt.Printf("local cluster ready in %.1fs (node %s Ready)\n%s", time.Since(start).Seconds(), localcluster.NodeName, howTo(dir))
+			nodes := localcluster.NodeName
+			if opts.RealNode {
+				nodes += " and " + localcluster.RealNodeName
+			}
+			fmt.Printf("local cluster ready in %.1fs (nodes %s Ready)\n%s", time.Since(start).Seconds(), nodes, howTo(dir))
 			return nil
 		}
 		select {
@@ -136,13 +166,13 @@ func howTo(dir string) string {
 }
 
 // supervise runs the cluster until SIGTERM or SIGINT.
-func supervise(dir string) error {
+func supervise(dir string, opts localcluster.Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return err
 	}
-	c, err := localcluster.Start(ctx, dir)
+	c, err := localcluster.Start(ctx, dir, opts)
 	if err != nil {
 		return err
 	}
@@ -166,6 +196,9 @@ func down(dir string) error {
 		}
 	}
 	killed := killLeftovers(dir)
+	if err := localcluster.RemoveNode(dir); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}

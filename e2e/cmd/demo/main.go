@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
@@ -62,8 +64,9 @@ import (
 )
 
 const (
-	ns       = "default"
-	policyNS = "demo-policy" // the operator's own namespace is never sent to its webhooks
+	ns         = "default"
+	policyNS   = "demo-policy"      // the operator's own namespace is never sent to its webhooks
+	deployedNS = "kpatterns-system" // where the last part deploys a pattern as a Pod
 )
 
 // webhookPatterns serve admission webhooks.
@@ -103,8 +106,10 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
-	d.stop("multi") // a previous run's: the three patterns run on their own first
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi} {
+	d.stop("multi")                   // a previous run's: the three patterns run on their own first
+	image := d.buildImage("childset") // for the last part, while the others run
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi,
+		func() error { return d.deployed("childset", image) }} {
 		if err := part(); err != nil {
 			return err
 		}
@@ -119,8 +124,9 @@ The patterns keep running in the background (logs: %[1]s/logs/). Try them yourse
   kubectl -n demo-policy scale deployment demo-api --replicas=9        # denied by the namespace policy
   kubectl -n demo-pods run shell --image=busybox --privileged        # denied by the namespace's labels
   kubectl -n demo-policy patch database demo-orders --type=merge -p '{"spec":{"version":"15.0"}}'   # denied: no downgrade
+  kubectl -n %[3]s get pods -o wide; kubectl -n %[3]s logs deploy/childset   # with the real node
 Stop everything with: go tool task cluster:down
-`, d.dir, mirror.Label)
+`, d.dir, mirror.Label, deployedNS)
 	return nil
 }
 
@@ -924,4 +930,110 @@ func show(name string, fields map[string]any) {
 	fields["name"] = name
 	b, _ := yaml.Marshal(fields)
 	fmt.Print("    " + strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", "\n    ") + "\n")
+}
+
+// hasRealNode says whether the demo's cluster runs the real node (cluster:up NODE=real, as root).
+func (d *demo) hasRealNode() bool {
+	_, err := os.Stat(filepath.Join(d.dir, "node", "index"))
+	return err == nil
+}
+
+// buildImage builds a pattern's image for this machine in the background, as `go tool task image`
+// does (its output goes to the cluster's logs/), when the cluster has a real node to run it.
+func (d *demo) buildImage(pattern string) <-chan error {
+	done := make(chan error, 1)
+	if !d.hasRealNode() {
+		done <- nil
+		return done
+	}
+	go func() {
+		log, err := os.Create(filepath.Join(d.dir, "logs", "image-"+pattern+".log"))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = log.Close() }()
+		cmd := exec.CommandContext(d.ctx, "go", "run", "./e2e/cmd/image", "-platforms", "linux/"+runtime.GOARCH, "-tag", "dev", pattern)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = filepath.Dir(d.dir), log, log
+		if err := cmd.Run(); err != nil {
+			done <- fmt.Errorf("building %s's image: %w; see %s", pattern, err, log.Name())
+			return
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// deployed runs a pattern as users run an operator: a Pod from its image on the real node, in a
+// namespace that enforces Pod Security "restricted", its log read through the API server; then it
+// acts on the Bundle its process handled before.
+func (d *demo) deployed(pattern string, image <-chan error) error {
+	if !d.hasRealNode() {
+		step("No real node in this cluster (go tool task cluster:up NODE=real, as root): the patterns ran as processes only")
+		return nil
+	}
+	step(fmt.Sprintf("%s as users run an operator: a Pod from its image on the real node %s", pattern, localcluster.RealNodeName))
+	fmt.Printf("    go tool task image PATTERN=%s PLATFORMS=linux/%s   # built while the demo ran\n", pattern, runtime.GOARCH)
+	if err := <-image; err != nil {
+		return err
+	}
+	fmt.Printf("    go tool task image:load PATTERN=%s                # into the node's containerd: no registry\n", pattern)
+	if err := localcluster.LoadImages(d.ctx, d.dir, filepath.Join(filepath.Dir(d.dir), "dist", pattern+"-linux-"+runtime.GOARCH+".tar")); err != nil {
+		return err
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployedNS, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted"}}}
+	if err := d.c.Create(d.ctx, nsObj); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	d.stop(pattern) // its process: the Pod takes over
+	placement := []string{"--node-selector", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue,
+		"--tolerations", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue + ":NoSchedule"}
+	args := append([]string{"install", "--kubeconfig", d.kubeconfig, "--image", "kpatterns/" + pattern + ":dev"}, placement...)
+	fmt.Printf("    KPATTERNS_NAMESPACE=%s %s %s\n", deployedNS, pattern, strings.Join(args[3:], " "))
+	cmd := exec.Command(filepath.Join(filepath.Dir(d.dir), "bin", pattern), args...)
+	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+deployedNS)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return err
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: pattern, Namespace: deployedNS}}
+	err := d.waitFor("deployment/"+pattern, dep, func() bool {
+		return dep.Status.ReadyReplicas == 1 && dep.Status.UpdatedReplicas == 1 && dep.Status.Replicas == 1
+	})
+	if err != nil {
+		return err
+	}
+	step("kubectl -n " + deployedNS + " get pods -o wide")
+	pods := &corev1.PodList{}
+	if err := d.c.List(d.ctx, pods, client.InNamespace(deployedNS), client.MatchingLabels(dep.Spec.Selector.MatchLabels)); err != nil {
+		return err
+	}
+	fmt.Printf("    %-32s %-7s %-9s %-12s %s\n", "NAME", "READY", "STATUS", "IP", "NODE")
+	var pod corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			pod = p
+			fmt.Printf("    %-32s %-7s %-9s %-12s %s\n", p.Name, "1/1", p.Status.Phase, p.Status.PodIP, p.Spec.NodeName)
+		}
+	}
+	step("kubectl -n " + deployedNS + " logs " + pod.Name + " --tail=4   # read from the kubelet through the API server")
+	cs, err := kubernetes.NewForConfig(d.cfg)
+	if err != nil {
+		return err
+	}
+	logs, err := cs.CoreV1().Pods(deployedNS).GetLogs(pod.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](4)}).DoRaw(d.ctx)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(logs)), "\n") {
+		fmt.Printf("    %.150s\n", line)
+	}
+	step("Add entry FEATURE_Y to demo-bundle: the Pod, with its ServiceAccount's in-cluster credentials, creates its ConfigMap")
+	fmt.Println(`    kubectl patch bundle demo-bundle --type=merge -p '{"spec":{"entries":{"FEATURE_Y":"on"}}}'`)
+	b := &childsetv1alpha1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "demo-bundle", Namespace: ns}}
+	if err := d.c.Patch(d.ctx, b, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"entries":{"FEATURE_Y":"on"}}}`))); err != nil {
+		return err
+	}
+	return d.bundleChildren(b, 3)
 }

@@ -84,11 +84,14 @@ func main() {
 	}
 }
 
-// Build builds one pattern's image index and writes (and pushes) it.
+// Build builds one pattern's image index and writes (and pushes) it. pattern is the directory of
+// its main package, relative to Root; the image is named after the directory's last element.
 func Build(pattern string, o Options) error {
 	if _, err := os.Stat(filepath.Join(o.Root, pattern, "main.go")); err != nil {
 		return fmt.Errorf("%s is not a pattern of this repository: %w", pattern, err)
 	}
+	dir := pattern
+	pattern = filepath.Base(dir)
 	revision, created, err := gitRevision(o.Root)
 	if err != nil {
 		return err
@@ -116,7 +119,7 @@ func Build(pattern string, o Options) error {
 		bin := filepath.Join(tmp, goos+"-"+arch, "manager")
 		began := time.Now()
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-		cmd.Dir, cmd.Stdout, cmd.Stderr = filepath.Join(o.Root, pattern), o.Log, o.Log // its module's directory
+		cmd.Dir, cmd.Stdout, cmd.Stderr = filepath.Join(o.Root, dir), o.Log, o.Log // its module's directory
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+arch)
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("building %s for %s: %w", pattern, platform, err)
@@ -138,12 +141,12 @@ func Build(pattern string, o Options) error {
 		tarballs[goos+"-"+arch] = img
 		logf(o.Log, "image: %s %s: %.1f MiB binary, built in %s\n", pattern, platform, float64(len(b))/(1<<20), time.Since(began).Round(100*time.Millisecond))
 	}
-	dir := filepath.Join(o.Out, pattern)
-	if err := os.RemoveAll(dir); err != nil {
+	oci := filepath.Join(o.Out, pattern)
+	if err := os.RemoveAll(oci); err != nil {
 		return err
 	}
-	if _, err := layout.Write(dir, idx); err != nil {
-		return fmt.Errorf("OCI layout %s: %w", dir, err)
+	if _, err := layout.Write(oci, idx); err != nil {
+		return fmt.Errorf("OCI layout %s: %w", oci, err)
 	}
 	ref, err := name.NewTag("kpatterns/" + pattern + ":" + o.Tag)
 	if err != nil {
@@ -156,7 +159,7 @@ func Build(pattern string, o Options) error {
 		}
 		logf(o.Log, "image: wrote %s (docker load -i, kind load image-archive) as %s\n", path, ref)
 	}
-	logf(o.Log, "image: wrote %s (OCI layout, %d platforms)\n", dir, len(o.Platforms))
+	logf(o.Log, "image: wrote %s (OCI layout, %d platforms)\n", oci, len(o.Platforms))
 	if o.Registry != "" {
 		pushed, err := name.NewTag(strings.TrimSuffix(o.Registry, "/") + "/" + pattern + ":" + o.Tag)
 		if err != nil {

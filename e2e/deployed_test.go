@@ -1,0 +1,645 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	childsetv1 "github.com/kpatterns/kpatterns/childset/api/v1alpha1"
+	childset "github.com/kpatterns/kpatterns/childset/controller"
+	conditionalv1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
+	dbpolicy "github.com/kpatterns/kpatterns/dbpolicy/webhook"
+	deploypolicy "github.com/kpatterns/kpatterns/deploypolicy/webhook"
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
+	finalizersv1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
+	finalizers "github.com/kpatterns/kpatterns/finalizers/controller"
+	lifespanv1 "github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
+	lifespan "github.com/kpatterns/kpatterns/lifespan/controller"
+	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	podpolicy "github.com/kpatterns/kpatterns/podpolicy/webhook"
+	reloader "github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/testenv"
+	summaryv1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
+	widgetv1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
+	widget "github.com/kpatterns/kpatterns/widget/controller"
+)
+
+// deployedNamespace is where the deploy tier installs the patterns: it enforces Pod Security
+// "restricted", as an operator's namespace should.
+const deployedNamespace = "kpatterns-system"
+
+// TestDeployed is the deploy tier on the local cluster's real node. For every pattern, one after
+// another: its image, built by e2e/cmd/image as `go tool task image` builds it and loaded into the
+// node's containerd, is installed with `install --image` (webhooks served through their Service
+// with a certificate from `certs`) into a namespace enforcing Pod Security "restricted"; its Pods
+// must run and be Ready on the real node, and do the pattern's job through the API server with
+// the in-cluster configuration of its ServiceAccount. Then `uninstall` must leave none of the
+// objects `manifests` rendered. Installing into another namespace re-points the patterns'
+// cluster-scoped bindings there, so the teardown installs every pattern back into the operator
+// namespace.
+func TestDeployed(t *testing.T) {
+	if kindRun || localProvider.Cluster() == nil || !localProvider.Cluster().HasRealNode() {
+		t.Skip("the deploy tier needs the local cluster's real node (it starts when the suite runs as root)")
+	}
+	const work = "e2e-deployed"
+	f := features.New("deployed").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			for _, ns := range []*corev1.Namespace{
+				{ObjectMeta: metav1.ObjectMeta{Name: deployedNamespace, Labels: map[string]string{
+					"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}}},
+				{ObjectMeta: metav1.ObjectMeta{Name: work}},
+			} {
+				if err := c.Create(ctx, ns); err != nil {
+					t.Fatal(err)
+				}
+			}
+			began := time.Now()
+			<-deployImages
+			if deployImagesErr != nil {
+				t.Fatal(deployImagesErr)
+			}
+			archives := deployArchives
+			if err := localProvider.Cluster().LoadImages(ctx, archives...); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d images (built while the tests before ran) loaded into %s in %s", len(archives), localcluster.RealNodeName, time.Since(began).Round(time.Second))
+			installDatabaseCRD(ctx, t, cfg)
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			for _, ns := range []string{work, deployedNamespace} {
+				_ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			}
+			for _, p := range patterns {
+				installPattern(ctx, t, cfg, p)
+				removeWebhooks(ctx, t, cfg, p)
+			}
+			return ctx
+		})
+	for _, p := range patterns {
+		f = f.Assess(p+" runs as a Pod on the real node and does its job", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := fastClient(t, cfg) // the load of the rolling restarts is not throttled on this side
+			rendered := deploy(ctx, t, cfg, p, deployExtra[p]...)
+			deployedBehaviour[p](ctx, t, c, work)
+			if restart, ok := duringRollingRestart[p]; ok {
+				restart(ctx, t, c, work)
+			}
+			undeploy(ctx, t, cfg, p, rendered)
+			return ctx
+		})
+	}
+	testEnv.Test(t, f.Feature())
+}
+
+// deployImages is closed once the patterns' image archives for the real node are built, or failed
+// to build: buildPatterns starts the build, which then runs while the tests before TestDeployed do.
+var (
+	deployImages    = make(chan struct{})
+	deployArchives  []string
+	deployImagesErr error
+)
+
+// buildDeployImages builds every pattern's image for this machine with e2e/cmd/image, as
+// `go tool task image` does, into bins/images (its output in the run's logs).
+func buildDeployImages() {
+	defer close(deployImages)
+	out := filepath.Join(bins, "images")
+	args := append([]string{"run", "./e2e/cmd/image", "-tag", "e2e", "-platforms", "linux/" + runtime.GOARCH, "-out", out}, patterns...)
+	log, err := os.Create(filepath.Join(logs, "images.log"))
+	if err != nil {
+		deployImagesErr = err
+		return
+	}
+	defer func() { _ = log.Close() }()
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, log, log
+	if err := cmd.Run(); err != nil {
+		deployImagesErr = fmt.Errorf("building the images: %w (see %s)", err, log.Name())
+		return
+	}
+	for _, p := range patterns {
+		deployArchives = append(deployArchives, filepath.Join(out, p+"-linux-"+runtime.GOARCH+".tar"))
+	}
+}
+
+// deployExtra are install flags of a pattern beyond deployFlags: mirror runs a standby for its
+// rolling restart.
+var deployExtra = map[string][]string{"mirror": {"--replicas", "2"}}
+
+// duringRollingRestart checks a pattern through a rolling restart of its Deployment
+// (`kubectl rollout restart`): a webhook pattern answers a steady stream of admission requests
+// with none failed, a controller pattern loses no update to its sources.
+var duringRollingRestart = map[string]func(ctx context.Context, t *testing.T, c client.Client, work string){
+	"deploypolicy": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		stop := make(chan struct{})
+		var sent, failed atomic.Int64
+		var firstErr atomic.Value
+		var load sync.WaitGroup
+		load.Go(func() { // 20 server dry-run creates a second, each admitted by the webhooks, each in its own goroutine
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				sent.Add(1)
+				load.Go(func() {
+					if err := c.Create(ctx, deploymentUsing(work, fmt.Sprintf("load-%d", i), "none", false), client.DryRunAll); err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+					}
+				})
+			}
+		})
+		began := time.Now()
+		rolloutRestart(ctx, t, c, "deploypolicy")
+		took := time.Since(began)
+		time.Sleep(2 * time.Second) // requests sent just after the old Pods went
+		close(stop)
+		load.Wait()
+		t.Logf("deploypolicy rolling restart (%s): %d admission requests sent, %d failed", took.Round(100*time.Millisecond), sent.Load(), failed.Load())
+		if failed.Load() > 0 {
+			t.Errorf("%d of %d admission requests failed during the rolling restart; the first: %v", failed.Load(), sent.Load(), firstErr.Load())
+		}
+	},
+	"mirror": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		const n = 10
+		var srcs []*corev1.ConfigMap
+		for i := range n {
+			src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rolling-%d", i), Namespace: work,
+				Labels: map[string]string{mirror.Label: mirror.Source}}, Data: map[string]string{"v": "0"}}
+			if err := c.Create(ctx, src); err != nil {
+				t.Fatal(err)
+			}
+			srcs = append(srcs, src)
+		}
+		stop := make(chan struct{})
+		var updates int
+		var writer sync.WaitGroup
+		writer.Go(func() { // one source changed every 50 ms, round robin
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				src := srcs[i%n]
+				src.Data["v"] = strconv.Itoa(i)
+				if err := c.Update(ctx, src); err != nil {
+					t.Errorf("updating %s: %v", src.Name, err)
+					return
+				}
+				updates++
+			}
+		})
+		holders := watchLease(ctx, c, lease("mirror"))
+		rolloutRestart(ctx, t, c, "mirror")
+		time.Sleep(time.Second)
+		close(stop)
+		writer.Wait()
+		handovers := holders()
+		waitFor(t, "every child with its source's last data", func(ctx context.Context) (bool, error) {
+			for _, src := range srcs {
+				child := &corev1.ConfigMap{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: work, Name: src.Name + "-mirror"}, child); err != nil {
+					return false, client.IgnoreNotFound(err)
+				}
+				if child.Data["v"] != src.Data["v"] {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		t.Logf("mirror rolling restart, 2 replicas: %d source updates, 0 lost; Lease handovers %v", updates, handovers)
+		for _, src := range srcs {
+			if err := c.Delete(ctx, src); err != nil {
+				t.Fatal(err)
+			}
+		}
+	},
+}
+
+// lease is a pattern's leader-election Lease in deployedNamespace.
+func lease(pattern string) client.ObjectKey {
+	return client.ObjectKey{Namespace: deployedNamespace, Name: "kpatterns-" + pattern}
+}
+
+// watchLease polls a Lease every 100 ms until the returned function is called, which returns each
+// handover seen: the time from the last sight of one holder to the first of the next.
+func watchLease(ctx context.Context, c client.Client, key client.ObjectKey) func() []time.Duration {
+	done := make(chan []time.Duration)
+	stop := make(chan struct{})
+	go func() {
+		var out []time.Duration
+		var holder string
+		var seen time.Time
+		for {
+			l := &coordinationv1.Lease{}
+			if err := c.Get(ctx, key, l); err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				if h := *l.Spec.HolderIdentity; h != holder {
+					if holder != "" {
+						out = append(out, time.Since(seen).Round(10*time.Millisecond))
+					}
+					holder = h
+				}
+				seen = time.Now()
+			}
+			select {
+			case <-stop:
+				done <- out
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []time.Duration { close(stop); return <-done }
+}
+
+// rolloutRestart restarts a Deployment in deployedNamespace as `kubectl rollout restart` does and
+// waits until only its new Pods run, all Ready.
+func rolloutRestart(ctx context.Context, t *testing.T, c client.Client, name string) {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: deployedNamespace}}
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	if err := c.Patch(ctx, d, client.RawPatch(types.StrategicMergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, name+" rolled out", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return false, err
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(deployedNamespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+			return false, err
+		}
+		want := *d.Spec.Replicas
+		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == want &&
+			d.Status.ReadyReplicas == want && int32(len(pods.Items)) == want, nil
+	})
+}
+
+// deployFlags place a pattern's Pods on the real node; without them nothing would.
+var deployFlags = []string{"--node-selector", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue,
+	"--tolerations", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue + ":NoSchedule"}
+
+// deploy installs a pattern's Deployment into deployedNamespace and waits until its Pods run and
+// are Ready on the real node. It returns the objects `manifests` rendered for that install.
+func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, extra ...string) []*unstructured.Unstructured {
+	t.Helper()
+	bin := filepath.Join(bins, p)
+	env := append(os.Environ(), "KUBECONFIG="+cfg.KubeconfigFile(), "KPATTERNS_NAMESPACE="+deployedNamespace)
+	args := append(append([]string{"--image", image(p)}, deployFlags...), extra...)
+	if webhookPatterns[p] { // the Deployment serves them with this Secret; caBundle from its CA
+		dir := filepath.Join(logs, p+"-deployed-certs")
+		cmd := command(ctx, root, bin, "certs", "--dir", dir, "--force")
+		cmd.Env = env
+		if b, err := combined(cmd); err != nil {
+			t.Fatalf("%s certs: %v\n%s", p, err, b)
+		}
+		applySecret(ctx, t, cfg, filepath.Join(dir, "secret.yaml"))
+		args = append(args, "--ca-file", filepath.Join(dir, "ca.crt"))
+	}
+	var rendered bytes.Buffer
+	cmd := command(ctx, root, bin, append([]string{"manifests"}, args...)...)
+	cmd.Env, cmd.Stdout = env, &rendered
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s manifests: %v", p, err)
+	}
+	cmd = command(ctx, root, bin, append([]string{"install"}, args...)...)
+	cmd.Env = env
+	if b, err := combined(cmd); err != nil {
+		t.Fatalf("%s install --image: %v\n%s", p, err, b)
+	}
+	c := clientFor(t, cfg)
+	d := &appsv1.Deployment{}
+	waitFor(t, p+"'s Pods Running and Ready on the real node", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: deployedNamespace, Name: p}, d); err != nil {
+			return false, err
+		}
+		if refused := refusedPods(ctx, t, c, deployedNamespace); refused != "" {
+			return false, errors.New(refused)
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(deployedNamespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, pod := range pods.Items {
+			if pod.Spec.NodeName != localcluster.RealNodeName && pod.Spec.NodeName != "" {
+				return false, fmt.Errorf("Pod %s runs on %s, not the real node", pod.Name, pod.Spec.NodeName)
+			}
+			for _, cs := range pod.Status.ContainerStatuses {
+				if cs.RestartCount > 0 {
+					return false, fmt.Errorf("Pod %s restarted: %+v", pod.Name, cs.LastTerminationState)
+				}
+			}
+			if pod.Status.Phase == corev1.PodRunning && podReady(&pod) {
+				ready++
+			}
+		}
+		return ready == int(*d.Spec.Replicas) && d.Status.ReadyReplicas == *d.Spec.Replicas, nil
+	})
+	objs, err := decodeYAML(rendered.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// combined runs cmd (from command) and returns its output and errors together.
+func combined(cmd *exec.Cmd) ([]byte, error) {
+	cmd.Stdout, cmd.Stderr = nil, nil
+	return cmd.CombinedOutput()
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// undeploy runs `uninstall` and checks that none of the rendered objects is left but the CRDs
+// (deleted only with --crds) and the namespace (other patterns may live there).
+func undeploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, rendered []*unstructured.Unstructured) {
+	t.Helper()
+	cmd := command(ctx, root, filepath.Join(bins, p), "uninstall")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cfg.KubeconfigFile(), "KPATTERNS_NAMESPACE="+deployedNamespace)
+	if b, err := combined(cmd); err != nil {
+		t.Fatalf("%s uninstall: %v\n%s", p, err, b)
+	}
+	c := clientFor(t, cfg)
+	waitFor(t, p+": nothing install applied is left", func(ctx context.Context) (bool, error) {
+		var left []string
+		for _, o := range rendered {
+			if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace" {
+				continue // uninstall deletes CRDs only with --crds, and never a namespace
+			}
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(o.GroupVersionKind())
+			err := c.Get(ctx, client.ObjectKeyFromObject(o), got)
+			if err == nil && got.GetDeletionTimestamp() == nil || err != nil && !apierrors.IsNotFound(err) {
+				left = append(left, o.GetKind()+"/"+o.GetName())
+			}
+		}
+		if len(left) > 0 {
+			t.Logf("%s: still there: %v", p, left)
+		}
+		return len(left) == 0, nil
+	})
+	pods := &corev1.PodList{}
+	waitFor(t, p+"'s Pods gone", func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, pods, client.InNamespace(deployedNamespace), client.MatchingLabels{"app.kubernetes.io/name": p})
+		return err == nil && len(pods.Items) == 0, err
+	})
+}
+
+func decodeYAML(b []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if err.Error() == "EOF" {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// deployedBehaviour is one real behaviour of each pattern, checked through the API server in the
+// namespace work while the pattern runs as a Pod; each names its objects after its pattern.
+var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c client.Client, work string){
+	"mirror": mirrored,
+	"multi": func(ctx context.Context, t *testing.T, c client.Client, work string) { // three patterns, one process
+		mirrored(ctx, t, c, work)
+		reloaded(ctx, t, c, work)
+		summarizedDeployed(ctx, t, c, work)
+	},
+	"widget": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		w := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "widget", Namespace: work},
+			Spec: widgetv1.WidgetSpec{Image: "nginx:1.27", Replicas: ptr.To[int32](1)}}
+		if err := c.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the Widget Ready (its ConfigMap, Deployment and Service)", func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(w), w)
+			return err == nil && meta.IsStatusConditionTrue(w.Status.Conditions, "Ready"), err
+		})
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: widget.PolicyConfigMap, Namespace: work},
+			Data: map[string]string{widget.AllowedImagesKey: "nginx:"}}); err != nil {
+			t.Fatal(err)
+		}
+		outlaw := &widgetv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "outlaw", Namespace: work}, Spec: widgetv1.WidgetSpec{Image: "busybox:1.36"}}
+		testenv.Denied(t, c.Create(ctx, outlaw), "is not allowed by ConfigMap widget-policy")
+	},
+	"conditional": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		p := &conditionalv1.ConfigProfile{ObjectMeta: metav1.ObjectMeta{Name: "conditional", Namespace: work},
+			Spec: conditionalv1.ConfigProfileSpec{Image: "nginx:1.27", Environment: "staging"}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the ConfigProfile Ready", func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(p), p)
+			return err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, "Ready"), err
+		})
+	},
+	"reloader": reloaded,
+	"summary":  summarizedDeployed,
+	"childset": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		b := &childsetv1.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "childset", Namespace: work},
+			Spec: childsetv1.BundleSpec{Entries: map[string]string{"a": "1", "b": "2"}}}
+		if err := c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "one ConfigMap per entry", func(ctx context.Context) (bool, error) {
+			list := &corev1.ConfigMapList{}
+			err := c.List(ctx, list, client.InNamespace(work), client.MatchingLabels{childset.BundleUIDLabel: string(b.UID)})
+			return err == nil && len(list.Items) == 2, err
+		})
+	},
+	"finalizers": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		rec := &finalizersv1.ExternalRecord{ObjectMeta: metav1.ObjectMeta{Name: "finalizers", Namespace: work},
+			Spec: finalizersv1.ExternalRecordSpec{Value: "v"}}
+		if err := c.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the record kept externally, under the finalizer", func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(rec), rec)
+			return err == nil && rec.Status.ExternalID != "" && slices.Contains(rec.Finalizers, finalizers.Finalizer), err
+		})
+		if err := c.Delete(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the record cleaned up and the object gone", func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(rec), rec)
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	},
+	"lifespan": func(ctx context.Context, t *testing.T, c client.Client, _ string) {
+		waitFor(t, "the leader's term in the Heartbeat", func(ctx context.Context) (bool, error) {
+			hb := &lifespanv1.Heartbeat{}
+			err := c.Get(ctx, client.ObjectKey{Namespace: deployedNamespace, Name: lifespan.Name}, hb)
+			return err == nil && hb.Current() != nil && strings.HasPrefix(hb.Current().Holder, "lifespan-"), client.IgnoreNotFound(err)
+		})
+	},
+	"deploypolicy": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: deploypolicy.PolicyConfigMap, Namespace: work},
+			Data: map[string]string{deploypolicy.MaxReplicasKey: "1"}}); err != nil {
+			t.Fatal(err)
+		}
+		d := deploymentUsing(work, "too-many", "none", false)
+		d.Spec.Replicas = ptr.To[int32](3)
+		testenv.Denied(t, c.Create(ctx, d, client.DryRunAll), "namespace policy allows at most 1 replicas")
+	},
+	"dbpolicy": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		db := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"engine": "postgres", "version": "16.2"}}}
+		db.SetGroupVersionKind(dbpolicy.DatabaseGVK)
+		db.SetNamespace(work)
+		db.SetName("orders")
+		testenv.Denied(t, c.Create(ctx, db, client.DryRunAll), "spec.storageGiB: Required value")
+	},
+	"podpolicy": func(ctx context.Context, t *testing.T, c client.Client, work string) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: work}}
+		label := func(v string) {
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s,%q:%s}}}`, podpolicy.EnforceLabel, v, podpolicy.AllowPodsLabel, v)
+			if err := c.Patch(ctx, ns, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		label(`"true"`)
+		defer label("null")
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: work},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx:1.27",
+				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}
+		testenv.Denied(t, c.Create(ctx, pod, client.DryRunAll), "container c is privileged")
+	},
+}
+
+func mirrored(ctx context.Context, t *testing.T, c client.Client, work string) {
+	name := envconf.RandomName("src", 10)
+	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: work,
+		Labels: map[string]string{mirror.Label: mirror.Source}}, Data: map[string]string{"k": "v"}}
+	if err := c.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the mirror child", func(ctx context.Context) (bool, error) {
+		child := &corev1.ConfigMap{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: work, Name: name + "-mirror"}, child)
+		return err == nil && child.Data["k"] == "v", client.IgnoreNotFound(err)
+	})
+	if err := c.Delete(ctx, src); err != nil { // its child goes with it (garbage collection)
+		t.Fatal(err)
+	}
+}
+
+func reloaded(ctx context.Context, t *testing.T, c client.Client, work string) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: envconf.RandomName("reloaded", 14), Namespace: work}, Data: map[string]string{"v": "1"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	d := deploymentUsing(work, cm.Name, cm.Name, true)
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	annotation := func(ctx context.Context) (string, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(d), d)
+		return d.Annotations[reloader.DigestsAnnotation], err
+	}
+	var before string
+	waitFor(t, "the Deployment's digests recorded", func(ctx context.Context) (bool, error) {
+		var err error
+		before, err = annotation(ctx)
+		return before != "", err
+	})
+	cm.Data["v"] = "2"
+	if err := c.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Deployment rolled for the new data", func(ctx context.Context) (bool, error) {
+		after, err := annotation(ctx)
+		return after != "" && after != before, err
+	})
+	if err := c.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func summarizedDeployed(ctx context.Context, t *testing.T, c client.Client, work string) {
+	name := envconf.RandomName("summarized", 14)
+	d := deploymentUsing(work, name, "none", false)
+	d.Spec.Template.Spec.Containers[0].EnvFrom = nil
+	d.Spec.Replicas = ptr.To[int32](2)
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	w := &summaryv1.Workload{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: work},
+		Spec: summaryv1.WorkloadSpec{Selector: map[string]string{"app": name}}}
+	if err := c.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Workload counts 2 Ready Pods", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(w), w)
+		return err == nil && w.Status.Total == 2 && w.Status.Ready == 2, err
+	})
+	for _, o := range []client.Object{w, d} {
+		if err := c.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// refusedPods describes the FailedCreate events of ns ("" if none).
+func refusedPods(ctx context.Context, t *testing.T, c client.Client, ns string) string {
+	t.Helper()
+	events := &corev1.EventList{}
+	if err := c.List(ctx, events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, e := range events.Items {
+		if e.Reason == "FailedCreate" || strings.Contains(e.Message, "violates PodSecurity") {
+			refused = append(refused, e.InvolvedObject.Name+": "+e.Message)
+		}
+	}
+	return strings.Join(refused, "\n")
+}
