@@ -32,6 +32,11 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
 	if err := webhook.Setup(mgr); err != nil {
 		return err
 	}
+	// In the cluster (run --certs=self): the serving certificate and the webhooks' caBundle,
+	// created and renewed by cert-controller; the webhook server starts once they are in place.
+	if err := app.AddCertRotator(mgr, config.Pattern, o); err != nil {
+		return err
+	}
 	return app.Start(ctx, mgr)
 }
 

@@ -6,8 +6,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,8 +63,9 @@ const deployedNamespace = "kpatterns-system"
 
 // TestDeployed is the deploy tier on the local cluster's real node. For every pattern, one after
 // another: its image, built by e2e/cmd/image as `go tool task image` builds it and loaded into the
-// node's containerd, is installed with `install --image` (webhooks served through their Service
-// with a certificate from `certs`) into a namespace enforcing Pod Security "restricted"; its Pods
+// node's containerd, is installed with `install --image` (webhooks served through their Service,
+// with the certificate and caBundle the pattern keeps itself: --certs=self, the default) into a
+// namespace enforcing Pod Security "restricted"; its Pods
 // must run and be Ready on the real node, and do the pattern's job through the API server with
 // the in-cluster configuration of its ServiceAccount. Then `uninstall` must leave none of the
 // objects `manifests` rendered. Installing into another namespace re-points the patterns'
@@ -162,37 +167,69 @@ var deployExtra = map[string][]string{"mirror": {"--replicas", "2"}}
 // with none failed, a controller pattern loses no update to its sources.
 var duringRollingRestart = map[string]func(ctx context.Context, t *testing.T, c client.Client, work string){
 	"deploypolicy": func(ctx context.Context, t *testing.T, c client.Client, work string) {
-		stop := make(chan struct{})
-		var sent, failed atomic.Int64
-		var firstErr atomic.Value
-		var load sync.WaitGroup
-		load.Go(func() { // 20 server dry-run creates a second, each admitted by the webhooks, each in its own goroutine
-			tick := time.NewTicker(50 * time.Millisecond)
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				sent.Add(1)
-				load.Go(func() {
-					if err := c.Create(ctx, deploymentUsing(work, fmt.Sprintf("load-%d", i), "none", false), client.DryRunAll); err != nil {
-						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err.Error())
-					}
-				})
-			}
-		})
+		stop := admissionLoad(ctx, c, work)
 		began := time.Now()
 		rolloutRestart(ctx, t, c, "deploypolicy")
 		took := time.Since(began)
 		time.Sleep(2 * time.Second) // requests sent just after the old Pods went
-		close(stop)
-		load.Wait()
-		t.Logf("deploypolicy rolling restart (%s): %d admission requests sent, %d failed", took.Round(100*time.Millisecond), sent.Load(), failed.Load())
-		if failed.Load() > 0 {
-			t.Errorf("%d of %d admission requests failed during the rolling restart; the first: %v", failed.Load(), sent.Load(), firstErr.Load())
+		sent, failed, first := stop()
+		t.Logf("deploypolicy rolling restart (%s): %d admission requests sent, %d failed", took.Round(100*time.Millisecond), sent, failed)
+		if failed > 0 {
+			t.Errorf("%d of %d admission requests failed during the rolling restart; the first: %v", failed, sent, first)
+		}
+
+		// A rotation: with the serving certificate gone from the Secret, cert-controller issues a new
+		// one from the same CA, which reaches the Pods through their Secret volume and is served
+		// without a restart, while requests go on.
+		secret := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: deployedNamespace, Name: "deploypolicy-webhook-tls"}
+		if err := c.Get(ctx, key, secret); err != nil {
+			t.Fatal(err)
+		}
+		before := secret.Data[corev1.TLSCertKey]
+		stop = admissionLoad(ctx, c, work)
+		began = time.Now()
+		delete(secret.Data, corev1.TLSCertKey)
+		delete(secret.Data, corev1.TLSPrivateKeyKey)
+		if err := c.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		var leaf *x509.Certificate
+		waitFor(t, "a new serving certificate in the Secret", func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, key, secret); err != nil {
+				return false, err
+			}
+			cert := secret.Data[corev1.TLSCertKey]
+			if len(cert) == 0 || bytes.Equal(cert, before) {
+				return false, nil
+			}
+			block, _ := pem.Decode(cert)
+			if block == nil {
+				return false, fmt.Errorf("the Secret's %s is not PEM", corev1.TLSCertKey)
+			}
+			var err error
+			leaf, err = x509.ParseCertificate(block.Bytes)
+			return err == nil, err
+		})
+		waitFor(t, "every deploypolicy Pod serving the renewed certificate", func(ctx context.Context) (bool, error) {
+			pods := &corev1.PodList{}
+			if err := c.List(ctx, pods, client.InNamespace(deployedNamespace), client.MatchingLabels{"app.kubernetes.io/name": "deploypolicy"}); err != nil {
+				return false, err
+			}
+			for _, pod := range pods.Items {
+				served, err := servedCertificate(net.JoinHostPort(pod.Status.PodIP, "9443"))
+				if err != nil || served.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
+					return false, nil
+				}
+			}
+			return len(pods.Items) > 0, nil
+		})
+		took = time.Since(began)
+		sent, failed, first = stop()
+		t.Logf("deploypolicy certificate rotation, served by every Pod %s after the Secret lost it: %d admission requests sent, %d failed",
+			took.Round(100*time.Millisecond), sent, failed)
+		if failed > 0 {
+			t.Errorf("%d of %d admission requests failed during the certificate rotation; the first: %v", failed, sent, first)
 		}
 	},
 	"mirror": func(ctx context.Context, t *testing.T, c client.Client, work string) {
@@ -250,6 +287,49 @@ var duringRollingRestart = map[string]func(ctx context.Context, t *testing.T, c 
 			}
 		}
 	},
+}
+
+// admissionLoad sends 20 server dry-run creates of a Deployment a second into work (each in its own
+// goroutine, each admitted by deploypolicy's webhooks) until the returned stop is called, which
+// returns how many were sent and failed, and the first failure.
+func admissionLoad(ctx context.Context, c client.Client, work string) (stop func() (sent, failed int64, first any)) {
+	done := make(chan struct{})
+	var nSent, nFailed atomic.Int64
+	var firstErr atomic.Value
+	var load sync.WaitGroup
+	load.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			nSent.Add(1)
+			load.Go(func() {
+				if err := c.Create(ctx, deploymentUsing(work, fmt.Sprintf("load-%d", i), "none", false), client.DryRunAll); err != nil {
+					nFailed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			})
+		}
+	})
+	return func() (int64, int64, any) {
+		close(done)
+		load.Wait()
+		return nSent.Load(), nFailed.Load(), firstErr.Load()
+	}
+}
+
+// servedCertificate is the certificate a TLS server at addr serves.
+func servedCertificate(addr string) (*x509.Certificate, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = conn.Close() }()
+	return conn.ConnectionState().PeerCertificates[0], nil
 }
 
 // lease is a pattern's leader-election Lease in deployedNamespace.
@@ -322,16 +402,6 @@ func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, ex
 	bin := filepath.Join(bins, p)
 	env := append(os.Environ(), "KUBECONFIG="+cfg.KubeconfigFile(), "KPATTERNS_NAMESPACE="+deployedNamespace)
 	args := append(append([]string{"--image", image(p)}, deployFlags...), extra...)
-	if webhookPatterns[p] { // the Deployment serves them with this Secret; caBundle from its CA
-		dir := filepath.Join(logs, p+"-deployed-certs")
-		cmd := command(ctx, root, bin, "certs", "--dir", dir, "--force")
-		cmd.Env = env
-		if b, err := combined(cmd); err != nil {
-			t.Fatalf("%s certs: %v\n%s", p, err, b)
-		}
-		applySecret(ctx, t, cfg, filepath.Join(dir, "secret.yaml"))
-		args = append(args, "--ca-file", filepath.Join(dir, "ca.crt"))
-	}
 	var rendered bytes.Buffer
 	cmd := command(ctx, root, bin, append([]string{"manifests"}, args...)...)
 	cmd.Env, cmd.Stdout = env, &rendered

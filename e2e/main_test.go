@@ -211,6 +211,14 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 // applySecret creates the TLS Secret that `certs` wrote (kind: the Deployment mounts it).
 func applySecret(ctx context.Context, t testing.TB, cfg *envconf.Config, file string) {
 	t.Helper()
+	if err := clientFor(t, cfg).Create(ctx, readSecret(t, file)); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// readSecret reads the Secret manifest `certs` wrote.
+func readSecret(t testing.TB, file string) *corev1.Secret {
+	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +227,5 @@ func applySecret(ctx context.Context, t testing.TB, cfg *envconf.Config, file st
 	if err := yaml.Unmarshal(b, secret); err != nil {
 		t.Fatal(err)
 	}
-	if err := clientFor(t, cfg).Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	return secret
 }

@@ -458,6 +458,8 @@ resolvConf: ""
 hairpinMode: hairpin-veth
 podCIDR: %[5]s
 maxPods: 30
+# A Secret's or ConfigMap's change reaches its Pods' volumes within seconds, not a minute.
+syncFrequency: 10s
 serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100

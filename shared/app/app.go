@@ -50,13 +50,14 @@ const usage = `usage: %[1]s <command> [flags]
 
 commands:
   manifests [--image IMG] [--command CMD] [--watch-namespaces NS,...]   print the YAML to deploy %[1]s
-            [--webhook-url URL] [--ca-file FILE]
+            [--webhook-url URL] [--ca-file FILE] [--certs self|cert-manager|manual]
+            [--replicas N] [--node-selector K=V,...] [--tolerations K=V:EFFECT,...]
   install   (the flags of manifests)                                    server-side apply it with the current kubeconfig,
                                                                           and delete what an earlier install applied that it no longer renders
   uninstall [--crds]                                                      delete what install applied (the CRDs, and every object of them, only with --crds)
   run       [--as-service-account] [--leader-elect=false] [--leader-elect-lease-duration D] [--watch-namespaces NS,...]
             [--webhook-port N] [--webhook-host H] [--cert-dir DIR]      run in the foreground
-            [--enable-http2]
+            [--certs self] [--enable-http2]
   certs     --dir DIR [--hosts 127.0.0.1,...] [--force|--renew]         write a development CA and serving certificate
                                                                           (webhook patterns)
 
@@ -105,6 +106,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&o.Command, "command", "", "the container's command, split on spaces (default /manager); run is appended")
 		fs.StringVar(&o.WebhookURL, "webhook-url", "", "https://host:port of a webhook running outside the cluster (run --webhook-port): rendered as clientConfig.url instead of a Service")
 		fs.StringVar(&o.CAFile, "ca-file", "", "PEM CA of the webhook's serving certificate (certs writes ca.crt): the webhooks' caBundle")
+		fs.StringVar(&o.Certs, "certs", "", "with --image, where the webhooks' serving certificate comes from: self (the pattern keeps it, with cert-controller), cert-manager, or manual (your Secret, and --ca-file); default self, or manual with --ca-file")
 		replicas := fs.Int("replicas", 0, "replicas of the Deployment (0: 2 for a pattern with webhooks, with a PodDisruptionBudget; else 1)")
 		fs.StringVar(&o.CPURequest, "cpu-request", "10m", "the container's CPU request")
 		fs.StringVar(&o.MemoryRequest, "memory-request", "64Mi", "the container's memory request")
@@ -160,6 +162,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
 		fs.BoolVar(&r.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2 (off by default since the HTTP/2 Rapid Reset CVEs)")
 		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
+		fs.StringVar(&o.Certs, "certs", "", "self: keep the serving certificate in the pattern's Secret (mounted at --cert-dir) and the CA in its webhook configurations, renewed before expiry (in-cluster; manifests --image renders it); empty: the files in --cert-dir")
 		r.Zap.BindFlags(fs)
 		for _, bind := range flags {
 			bind(fs)

@@ -40,6 +40,9 @@ type Options struct {
 	Command         string
 	WebhookURL      string // https://host:port: webhooks call this URL (+ path) instead of the Service
 	CAFile          string // PEM CA that signed the webhook's serving certificate: the caBundle
+	// Certs is where a deployed webhook's serving certificate comes from: CertsSelf (the default),
+	// CertsCertManager or CertsManual (the default with CAFile). For `run`: CertsSelf or empty.
+	Certs string
 	// Replicas of the Deployment; 0: 2 for a pattern that serves webhooks (every replica serves,
 	// so one Pod's restart blocks no request their failurePolicy Fail governs), else 1 (a
 	// controller elects one leader; more replicas are standbys).
@@ -120,11 +123,19 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	}
 	var hooks []client.Object
 	if o.Image != "" || o.WebhookURL != "" { // else nothing would serve them (see Execute's warning)
+		if o.WebhookURL == "" { // the Deployment serves them: where its certificate comes from
+			if o.Certs, err = certsMode(o); err != nil {
+				return nil, err
+			}
+		}
 		if hooks, err = webhookObjects(p, o, labels); err != nil {
 			return nil, err
 		}
 	}
 	objs = append(objs, hooks...)
+	if len(hooks) > 0 && o.WebhookURL == "" {
+		objs = append(objs, certObjects(p, o, o.Certs, labels, webhookResources(hooks))...)
+	}
 	if !p.AdmissionOnly { // an admission-only pattern: every replica serves, no Lease, no Role for one
 		objs = append(objs, leaderElectionRBAC(o.Namespace, name, subjects, meta)...)
 	}
@@ -250,6 +261,9 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 		command = []string{"/manager"}
 	}
 	args := []string{"run"}
+	if webhooks && o.Certs == CertsSelf {
+		args = append(args, "--certs="+CertsSelf)
+	}
 	if len(o.WatchNamespaces) > 0 {
 		args = append(args, "--watch-namespaces="+strings.Join(o.WatchNamespaces, ","))
 	}

@@ -5,10 +5,13 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -140,6 +143,9 @@ func ManagerOptions(p Pattern, o RunOptions) (ctrl.Options, error) {
 	var server webhook.Server
 	if webhooks {
 		server = WebhookServer(o.WebhookHost, o.WebhookPort, o.CertDir, o.EnableHTTP2)
+		if o.Certs == CertsSelf { // it serves once AddCertRotator's certificate is in place
+			server = &gatedServer{DefaultServer: server.(*webhook.DefaultServer), ready: make(chan struct{})}
+		}
 	}
 	if err := o.checkLeaseTiming(); err != nil {
 		return ctrl.Options{}, err
@@ -168,7 +174,8 @@ func LeaseName(pattern string) string { return "kpatterns-" + pattern }
 
 // AddProbes adds /healthz (the process answers) and /readyz: ready once the informers have synced
 // — before that a controller would act on a partial view — and, when opts has a webhook server,
-// once it answers, since the API server may call it at once.
+// while it serves a certificate that is valid now, since the API server may call it at once and
+// only an endpoint that is ready gets its calls.
 func AddProbes(mgr manager.Manager, opts ctrl.Options) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -176,10 +183,41 @@ func AddProbes(mgr manager.Manager, opts ctrl.Options) error {
 	if err := mgr.AddReadyzCheck("informers", synced("informer caches", mgr.GetCache())); err != nil {
 		return err
 	}
+	s, ok := opts.WebhookServer.(*webhook.DefaultServer)
+	if g, gated := opts.WebhookServer.(*gatedServer); gated {
+		s, ok = g.DefaultServer, true
+	}
+	if ok {
+		port := s.Options.Port
+		if port == 0 {
+			port = webhook.DefaultPort
+		}
+		return mgr.AddReadyzCheck("webhooks", ServesValidCertificate(s.Options.Host, port))
+	}
 	if opts.WebhookServer != nil {
 		return mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker())
 	}
 	return nil
+}
+
+// ServesValidCertificate is a readiness check of a webhook server: it answers TLS on host:port
+// with a certificate that is valid now. A certificate that expired — a rotation that never
+// arrived — takes the Pod out of its Service's endpoints instead of failing every call.
+func ServesValidCertificate(host string, port int) healthz.Checker {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	return func(*http.Request) error {
+		// Who signed the certificate is the API server's to check (the caBundle); this reads what is served.
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the served certificate's validity
+		if err != nil {
+			return fmt.Errorf("webhook server on %s: %w", addr, err)
+		}
+		defer func() { _ = conn.Close() }()
+		leaf := conn.ConnectionState().PeerCertificates[0]
+		if now := time.Now(); now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+			return fmt.Errorf("the webhook server's certificate is valid from %s to %s, not now", leaf.NotBefore.Format(time.RFC3339), leaf.NotAfter.Format(time.RFC3339))
+		}
+		return nil
+	}
 }
 
 // synced is a readiness check that passes once c has synced.

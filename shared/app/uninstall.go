@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -26,6 +27,9 @@ var installed = []schema.GroupVersionKind{
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
+	corev1.SchemeGroupVersion.WithKind("Secret"), // --certs=self: the serving certificate
+	{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"},
+	{Group: "cert-manager.io", Version: "v1", Kind: "Issuer"},
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
@@ -93,7 +97,9 @@ func deleteLabelled(ctx context.Context, c client.Client, p Pattern, verb string
 	for _, gvk := range installed {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(ctx, list, client.MatchingLabels(Labels(p.Name))); err != nil {
+		if err := c.List(ctx, list, client.MatchingLabels(Labels(p.Name))); meta.IsNoMatchError(err) {
+			continue // cert-manager's kinds, where it is not installed
+		} else if err != nil {
 			return fmt.Errorf("listing %ss: %w", strings.ToLower(gvk.Kind), err)
 		}
 		slices.SortFunc(list.Items, func(a, b metav1.PartialObjectMetadata) int {

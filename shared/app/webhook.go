@@ -151,9 +151,13 @@ func webhookObjects(p Pattern, o Options, labels map[string]string) ([]client.Ob
 		return t
 	}
 	name := "kpatterns-" + p.Name
+	var annotations map[string]string
+	if o.Certs == CertsCertManager && o.WebhookURL == "" { // cert-manager's CA injector fills the caBundle
+		annotations = map[string]string{"cert-manager.io/inject-ca-from": certManagerCertificate(p, o.Namespace)}
+	}
 	var objs []client.Object
 	for _, m := range mutating {
-		m.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: labels}
+		m.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}
 		for i := range m.Webhooks {
 			w := &m.Webhooks[i]
 			w.ClientConfig, w.NamespaceSelector, w.TimeoutSeconds = clientConfig(w.ClientConfig), exclude(w.NamespaceSelector), timeout(w.TimeoutSeconds)
@@ -161,7 +165,7 @@ func webhookObjects(p Pattern, o Options, labels map[string]string) ([]client.Ob
 		objs = append(objs, m)
 	}
 	for _, v := range validating {
-		v.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: labels}
+		v.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}
 		for i := range v.Webhooks {
 			w := &v.Webhooks[i]
 			w.ClientConfig, w.NamespaceSelector, w.TimeoutSeconds = clientConfig(w.ClientConfig), exclude(w.NamespaceSelector), timeout(w.TimeoutSeconds)
@@ -176,6 +180,20 @@ func webhookObjects(p Pattern, o Options, labels map[string]string) ([]client.Ob
 		})
 	}
 	return objs, nil
+}
+
+// webhookResources are the resources of the webhook configurations among objs.
+func webhookResources(objs []client.Object) []string {
+	var out []string
+	for _, o := range objs {
+		switch o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			out = append(out, "mutatingwebhookconfigurations")
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			out = append(out, "validatingwebhookconfigurations")
+		}
+	}
+	return out
 }
 
 // WebhookServer is the TLS server `run` starts for a pattern with webhooks: certificates from

@@ -9,13 +9,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -24,6 +28,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/testenv"
@@ -162,6 +168,83 @@ func TestWebhookConfigurationsCallTheServiceAndSpareTheirOwnNamespace(t *testing
 	}
 }
 
+// --certs: self (the default) renders the Secret cert-controller fills and RBAC limited by name
+// where Kubernetes allows it, and no caBundle; cert-manager renders an Issuer, a Certificate and
+// the CA injector's annotation; manual takes the caBundle from --ca-file. Mismatched flags fail.
+func TestCertificateSources(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	render := func(o app.Options) map[string]client.Object {
+		t.Helper()
+		o.Namespace, o.Image = "ops", "img"
+		objs, err := app.Objects(admissionPattern(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]client.Object{}
+		for _, obj := range objs {
+			out[obj.GetObjectKind().GroupVersionKind().Kind+"/"+obj.GetName()] = obj
+		}
+		return out
+	}
+	args := func(objs map[string]client.Object) []string {
+		return objs["Deployment/gadget"].(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args
+	}
+	caBundle := func(objs map[string]client.Object) []byte {
+		return objs["ValidatingWebhookConfiguration/kpatterns-gadget"].(*admissionregistrationv1.ValidatingWebhookConfiguration).Webhooks[0].ClientConfig.CABundle
+	}
+
+	self := render(app.Options{})
+	if _, ok := self["Secret/gadget-webhook-tls"]; !ok || !slices.Contains(args(self), "--certs=self") || caBundle(self) != nil {
+		t.Errorf("self: Secret rendered %v, args %v, caBundle %q; want the Secret, run --certs=self, no caBundle", ok, args(self), caBundle(self))
+	}
+	role := self["Role/kpatterns-gadget-certs"].(*rbacv1.Role)
+	wantRole := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"gadget-webhook-tls"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
+	}
+	if d := cmp.Diff(wantRole, role.Rules); d != "" {
+		t.Errorf("self: Role (-want +got):\n%s", d)
+	}
+	cr := self["ClusterRole/kpatterns-gadget-certs"].(*rbacv1.ClusterRole)
+	if r := cr.Rules[0]; !cmp.Equal(r.ResourceNames, []string{"kpatterns-gadget"}) || !cmp.Equal(r.Verbs, []string{"get", "update"}) ||
+		!cmp.Equal(r.Resources, []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}) {
+		t.Errorf("self: ClusterRole rule %+v", r)
+	}
+	if _, ok := self["ClusterRoleBinding/kpatterns-gadget-certs"]; !ok {
+		t.Error("self: no ClusterRoleBinding for the certificate's RBAC")
+	}
+
+	cm := render(app.Options{Certs: app.CertsCertManager})
+	cert, ok := cm["Certificate/kpatterns-gadget-serving"].(*unstructured.Unstructured)
+	if !ok || cm["Issuer/kpatterns-gadget-selfsigned"] == nil {
+		t.Fatalf("cert-manager: objects %v", slices.Collect(maps.Keys(cm)))
+	}
+	if secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName"); secret != "gadget-webhook-tls" {
+		t.Errorf("cert-manager: the Certificate's secretName is %q", secret)
+	}
+	if a := cm["MutatingWebhookConfiguration/kpatterns-gadget"].GetAnnotations()["cert-manager.io/inject-ca-from"]; a != "ops/kpatterns-gadget-serving" {
+		t.Errorf("cert-manager: inject-ca-from = %q", a)
+	}
+	if slices.Contains(args(cm), "--certs=self") || cm["Secret/gadget-webhook-tls"] != nil {
+		t.Errorf("cert-manager: args %v, or a Secret rendered: cert-manager writes it", args(cm))
+	}
+
+	manual := render(app.Options{CAFile: ca})
+	if string(caBundle(manual)) != "PEM" || manual["Role/kpatterns-gadget-certs"] != nil {
+		t.Errorf("manual: caBundle %q; want --ca-file's, and no certificate RBAC", caBundle(manual))
+	}
+
+	for _, o := range []app.Options{{Certs: app.CertsSelf, CAFile: ca}, {Certs: app.CertsManual}, {Certs: "vault"}} {
+		o.Namespace, o.Image = "ops", "img"
+		if _, err := app.Objects(admissionPattern(), o); err == nil {
+			t.Errorf("--certs=%q --ca-file=%q accepted", o.Certs, o.CAFile)
+		}
+	}
+}
+
 func TestWebhookURLForAWebhookOutsideTheCluster(t *testing.T) {
 	objs, err := app.Objects(admissionPattern(), app.Options{Namespace: "ops", WebhookURL: "https://127.0.0.1:9443/"})
 	if err != nil {
@@ -245,22 +328,8 @@ func TestRotatedCertificateIsServedWithoutRestart(t *testing.T) {
 	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	srv := app.WebhookServer("127.0.0.1", port, dir, false)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("webhook server: %v", err)
-		}
-	})
+	port := freeLocalPort(t)
+	startWebhookServer(t, port, dir)
 
 	served := func() (*x509.Certificate, uint16, error) {
 		conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // reads the served certificate
@@ -301,6 +370,55 @@ func TestRotatedCertificateIsServedWithoutRestart(t *testing.T) {
 			t.Errorf("the renewed certificate is not signed by the same CA: %v", err)
 		}
 		return nil
+	})
+}
+
+// Readiness follows the served certificate: an expired one is not ready, its renewal is.
+func TestReadinessNeedsAValidCertificate(t *testing.T) {
+	dir := t.TempDir()
+	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}, Valid: -time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	port := freeLocalPort(t)
+	ready := app.ServesValidCertificate("127.0.0.1", port)
+	if err := ready(nil); err == nil {
+		t.Fatal("ready with no server")
+	}
+	startWebhookServer(t, port, dir)
+	testenv.Eventually(t, "the expired certificate is served and not ready", func() error {
+		if err := ready(nil); err == nil || !strings.Contains(err.Error(), "not now") {
+			return fmt.Errorf("readiness = %v, want the expired certificate reported", err)
+		}
+		return nil
+	})
+	if err := app.WriteCerts("gadget", "ops", app.CertOptions{Dir: dir, Hosts: []string{"127.0.0.1"}, Renew: true}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "ready with the renewed certificate", func() error { return ready(nil) })
+}
+
+func freeLocalPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startWebhookServer serves the certificate in dir on 127.0.0.1:port until the test ends.
+func startWebhookServer(t *testing.T, port int, dir string) {
+	t.Helper()
+	srv := app.WebhookServer("127.0.0.1", port, dir, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook server: %v", err)
+		}
 	})
 }
 

@@ -1,0 +1,173 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Where a deployed webhook pattern's serving certificate comes from (`--certs`). Every way ends in
+// the Secret WebhookSecretName(pattern), which the Pods mount at CertDir and controller-runtime's
+// certificate watcher serves from, rotated without a restart.
+const (
+	// CertsSelf: the pattern keeps its own CA and serving certificate in the Secret and injects the
+	// CA into its webhook configurations, renewing both before they expire (cert-controller, as
+	// Gatekeeper does). Nothing to install first; the default.
+	CertsSelf = "self"
+	// CertsCertManager: cert-manager issues the certificate (a self-signed Issuer and a
+	// Certificate are rendered) and its CA injector fills the caBundle.
+	CertsCertManager = "cert-manager"
+	// CertsManual: you create the Secret (`certs` writes one) and pass its CA with --ca-file.
+	CertsManual = "manual"
+)
+
+// certsMode resolves --certs for a Deployment that serves webhooks: self unless --ca-file says
+// manual.
+func certsMode(o Options) (string, error) {
+	switch o.Certs {
+	case "":
+		if o.CAFile != "" {
+			return CertsManual, nil
+		}
+		return CertsSelf, nil
+	case CertsSelf, CertsCertManager:
+		if o.CAFile != "" {
+			return "", fmt.Errorf("--ca-file goes with --certs=%s or --webhook-url: with --certs=%s the caBundle is injected", CertsManual, o.Certs)
+		}
+		return o.Certs, nil
+	case CertsManual:
+		if o.CAFile == "" {
+			return "", fmt.Errorf("--certs=%s needs --ca-file, the CA that signed the Secret's certificate", CertsManual)
+		}
+		return o.Certs, nil
+	default:
+		return "", fmt.Errorf("--certs %q: want %s, %s or %s", o.Certs, CertsSelf, CertsCertManager, CertsManual)
+	}
+}
+
+// certObjects are what a mode needs besides the Secret's mount: for self, the Secret (empty until
+// the pattern fills it) and the RBAC cert-controller needs — get and update of that Secret and of
+// the pattern's webhook configurations (resources) by name, and list and watch, which
+// cert-controller's cache does without a name (in the operator namespace for Secrets); for
+// cert-manager, an Issuer and a Certificate.
+func certObjects(p Pattern, o Options, mode string, labels map[string]string, resources []string) []client.Object {
+	name := "kpatterns-" + p.Name
+	meta := func(ns, n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n, Namespace: ns, Labels: labels} }
+	host := ServiceHost(p.Name, o.Namespace)
+	switch mode {
+	case CertsSelf:
+		subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.Name, Namespace: o.Namespace}}
+		certs := name + "-certs"
+		admission := "admissionregistration.k8s.io"
+		return []client.Object{
+			&corev1.Secret{ObjectMeta: meta(o.Namespace, WebhookSecretName(p.Name))},
+			&rbacv1.Role{ObjectMeta: meta(o.Namespace, certs), Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{WebhookSecretName(p.Name)}, Verbs: []string{"get", "update"}},
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
+			}},
+			&rbacv1.RoleBinding{ObjectMeta: meta(o.Namespace, certs), Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: certs}},
+			&rbacv1.ClusterRole{ObjectMeta: meta("", certs), Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{admission}, Resources: resources, ResourceNames: []string{name}, Verbs: []string{"get", "update"}},
+				{APIGroups: []string{admission}, Resources: resources, Verbs: []string{"list", "watch"}},
+			}},
+			&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", certs), Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: certs}},
+		}
+	case CertsCertManager:
+		object := func(kind, n string, spec map[string]any) *unstructured.Unstructured {
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cert-manager.io/v1", "kind": kind, "spec": spec}}
+			u.SetName(n)
+			u.SetNamespace(o.Namespace)
+			u.SetLabels(labels)
+			return u
+		}
+		return []client.Object{
+			object("Issuer", name+"-selfsigned", map[string]any{"selfSigned": map[string]any{}}),
+			object("Certificate", name+"-serving", map[string]any{
+				"secretName": WebhookSecretName(p.Name),
+				"dnsNames":   []any{host, host + ".cluster.local"},
+				"issuerRef":  map[string]any{"name": name + "-selfsigned", "kind": "Issuer"},
+			}),
+		}
+	}
+	return nil
+}
+
+// certManagerCertificate is the Certificate whose CA cert-manager's injector puts in the caBundle.
+func certManagerCertificate(p Pattern, namespace string) string {
+	return namespace + "/kpatterns-" + p.Name + "-serving"
+}
+
+// gatedServer is a webhook server that starts serving once ready is closed: with --certs=self,
+// once cert-controller has put the certificate where the server reads it and its CA into the
+// webhook configurations. Until then the Pod is not ready, so no call reaches it.
+type gatedServer struct {
+	*webhook.DefaultServer
+	ready chan struct{}
+}
+
+func (s *gatedServer) Start(ctx context.Context) error {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	return s.DefaultServer.Start(ctx)
+}
+
+// AddCertRotator adds cert-controller's rotator to mgr when `run --certs=self` (the Deployment
+// rendered with --certs=self passes it): it creates the CA and serving certificate in the Secret
+// WebhookSecretName(pattern) if they are missing or due, injects the CA into the pattern's webhook
+// configurations, and lets the webhook server start once both are in place. Every replica runs it
+// (no leader election), as Gatekeeper does: the Secret's resourceVersion settles a race. Without
+// --certs=self it does nothing: the certificate is files in --cert-dir.
+func AddCertRotator(mgr manager.Manager, p Pattern, o RunOptions) error {
+	if o.Certs == "" {
+		return nil
+	}
+	if o.Certs != CertsSelf {
+		return fmt.Errorf("run --certs %q: want %s (or nothing: files in --cert-dir)", o.Certs, CertsSelf)
+	}
+	gate, ok := mgr.GetWebhookServer().(*gatedServer)
+	if !ok {
+		return errors.New("run --certs=self: the manager's webhook server is not the one ManagerOptions made")
+	}
+	mutating, validating, err := webhookConfigs(p.Config)
+	if err != nil {
+		return err
+	}
+	var hooks []rotator.WebhookInfo
+	if len(mutating) > 0 {
+		hooks = append(hooks, rotator.WebhookInfo{Name: "kpatterns-" + p.Name, Type: rotator.Mutating})
+	}
+	if len(validating) > 0 {
+		hooks = append(hooks, rotator.WebhookInfo{Name: "kpatterns-" + p.Name, Type: rotator.Validating})
+	}
+	host := ServiceHost(p.Name, o.Namespace)
+	return rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: WebhookSecretName(p.Name)},
+		CertDir:        o.CertDir,
+		CAName:         "kpatterns-" + p.Name + "-ca",
+		CAOrganization: "kpatterns",
+		DNSName:        host,
+		ExtraDNSNames:  []string{host + ".cluster.local", p.Name + "." + o.Namespace},
+		IsReady:        gate.ready,
+		Webhooks:       hooks,
+		FieldOwner:     "kpatterns-" + p.Name + "-certs",
+		ControllerName: "kpatterns-" + p.Name + "-certs",
+	})
+}
