@@ -8,20 +8,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
-	"sigs.k8s.io/yaml"
 
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
@@ -38,36 +36,11 @@ const probeUser = "kpatterns:e2e:admission-probe"
 // the patterns build, and not in each test's first reconciles; crdsAdmitted waits for it. The
 // tests' own installs apply the same CRDs again (unchanged).
 func applyCRDs(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
-	_, objs, err := patternCRDs()
+	_, objs, err := localcluster.PatternCRDs(root)
 	if err != nil {
 		return ctx, err
 	}
 	return ctx, app.Install(ctx, cfg.Client().RESTConfig(), objs, io.Discard)
-}
-
-// patternCRDs reads every pattern's CRDs, and the kinds they serve by API version.
-func patternCRDs() ([]metav1.TypeMeta, []client.Object, error) {
-	files, err := filepath.Glob(filepath.Join(root, "*", "config", "crd", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, nil, fmt.Errorf("no CRDs under %s/*/config/crd (%v)", root, err)
-	}
-	var kinds []metav1.TypeMeta
-	var objs []client.Object
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, nil, err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(b, crd); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", f, err)
-		}
-		for _, v := range crd.Spec.Versions {
-			kinds = append(kinds, metav1.TypeMeta{APIVersion: crd.Spec.Group + "/" + v.Name, Kind: crd.Spec.Names.Kind})
-		}
-		objs = append(objs, crd)
-	}
-	return kinds, objs, nil
 }
 
 // crdsAdmitted waits, at most a minute, until kube-apiserver's admission maps every kind
@@ -75,7 +48,7 @@ func patternCRDs() ([]metav1.TypeMeta, []client.Object, error) {
 // names the kind is refused for lacking finalizers permission (the kind is known), no longer for
 // lacking its RESTMapping.
 func crdsAdmitted(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
-	crdKinds, _, err := patternCRDs()
+	crdKinds, _, err := localcluster.PatternCRDs(root)
 	if err != nil {
 		return ctx, err
 	}

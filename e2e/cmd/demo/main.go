@@ -106,6 +106,14 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
+	step("Apply every pattern's CRDs first: kube-apiserver's admission learns a new kind on its 30 s refresh, so one wait serves them all")
+	_, crds, err := localcluster.PatternCRDs(filepath.Dir(d.dir))
+	if err != nil {
+		return err
+	}
+	if err := app.Install(d.ctx, cfg, crds, os.Stdout); err != nil {
+		return err
+	}
 	d.stop("multi")                   // a previous run's: the three patterns run on their own first
 	image := d.buildImage("childset") // for the last part, while the others run
 	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi,
@@ -862,7 +870,11 @@ func (d *demo) recreate(obj, child client.Object) error {
 func (d *demo) waitFor(name string, obj client.Object, done func() bool) error {
 	began, said, last := time.Now(), time.Now(), ""
 	for deadline := began.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		err := d.c.Get(d.ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+		key := client.ObjectKey{Namespace: ns, Name: name}
+		if obj.GetNamespace() != "" {
+			key.Namespace = obj.GetNamespace()
+		}
+		err := d.c.Get(d.ctx, key, obj)
 		if err == nil && done() {
 			return nil
 		}
@@ -990,7 +1002,7 @@ func (d *demo) deployed(pattern string, image <-chan error) error {
 	placement := []string{"--node-selector", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue,
 		"--tolerations", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue + ":NoSchedule"}
 	args := append([]string{"install", "--kubeconfig", d.kubeconfig, "--image", "kpatterns/" + pattern + ":dev"}, placement...)
-	fmt.Printf("    KPATTERNS_NAMESPACE=%s %s %s\n", deployedNS, pattern, strings.Join(args[3:], " "))
+	fmt.Printf("    KPATTERNS_NAMESPACE=%s %s install %s\n", deployedNS, pattern, strings.Join(args[3:], " "))
 	cmd := exec.Command(filepath.Join(filepath.Dir(d.dir), "bin", pattern), args...)
 	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+deployedNS)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -998,7 +1010,7 @@ func (d *demo) deployed(pattern string, image <-chan error) error {
 		return err
 	}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: pattern, Namespace: deployedNS}}
-	err := d.waitFor("deployment/"+pattern, dep, func() bool {
+	err := d.waitFor(pattern, dep, func() bool {
 		return dep.Status.ReadyReplicas == 1 && dep.Status.UpdatedReplicas == 1 && dep.Status.Replicas == 1
 	})
 	if err != nil {
