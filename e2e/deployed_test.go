@@ -267,7 +267,7 @@ var duringRollingRestart = map[string]func(ctx context.Context, t *testing.T, c 
 		time.Sleep(time.Second)
 		close(stop)
 		writer.Wait()
-		handovers := holders()
+		seen, handovers := holders()
 		waitFor(t, "every child with its source's last data", func(ctx context.Context) (bool, error) {
 			for _, src := range srcs {
 				child := &corev1.ConfigMap{}
@@ -280,7 +280,7 @@ var duringRollingRestart = map[string]func(ctx context.Context, t *testing.T, c 
 			}
 			return true, nil
 		})
-		t.Logf("mirror rolling restart, 2 replicas: %d source updates, 0 lost; Lease handovers %v", updates, handovers)
+		t.Logf("mirror rolling restart, 2 replicas: %d source updates, 0 lost; %d Lease holders in turn, handovers %v", updates, len(seen), handovers)
 		for _, src := range srcs {
 			if err := c.Delete(ctx, src); err != nil {
 				t.Fatal(err)
@@ -337,35 +337,39 @@ func lease(pattern string) client.ObjectKey {
 	return client.ObjectKey{Namespace: deployedNamespace, Name: "kpatterns-" + pattern}
 }
 
-// watchLease polls a Lease every 100 ms until the returned function is called, which returns each
-// handover seen: the time from the last sight of one holder to the first of the next.
-func watchLease(ctx context.Context, c client.Client, key client.ObjectKey) func() []time.Duration {
-	done := make(chan []time.Duration)
+// watchLease polls a Lease every 100 ms until the returned function is called, which returns the
+// holders seen in turn and each handover: the time from the last sight of one holder to the first
+// of the next.
+func watchLease(ctx context.Context, c client.Client, key client.ObjectKey) func() ([]string, []time.Duration) {
+	type result struct {
+		holders   []string
+		handovers []time.Duration
+	}
+	done := make(chan result)
 	stop := make(chan struct{})
 	go func() {
-		var out []time.Duration
-		var holder string
+		var r result
 		var seen time.Time
 		for {
 			l := &coordinationv1.Lease{}
 			if err := c.Get(ctx, key, l); err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-				if h := *l.Spec.HolderIdentity; h != holder {
-					if holder != "" {
-						out = append(out, time.Since(seen).Round(10*time.Millisecond))
+				if h := *l.Spec.HolderIdentity; len(r.holders) == 0 || h != r.holders[len(r.holders)-1] {
+					if len(r.holders) > 0 {
+						r.handovers = append(r.handovers, time.Since(seen).Round(10*time.Millisecond))
 					}
-					holder = h
+					r.holders = append(r.holders, h)
 				}
 				seen = time.Now()
 			}
 			select {
 			case <-stop:
-				done <- out
+				done <- r
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}()
-	return func() []time.Duration { close(stop); return <-done }
+	return func() ([]string, []time.Duration) { close(stop); r := <-done; return r.holders, r.handovers }
 }
 
 // rolloutRestart restarts a Deployment in deployedNamespace as `kubectl rollout restart` does and

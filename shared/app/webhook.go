@@ -34,6 +34,10 @@ const (
 	CertDir = "/tmp/k8s-webhook-server/serving-certs"
 	// WebhookTimeoutSeconds bounds each admission call when a marker sets no timeout.
 	WebhookTimeoutSeconds = 5
+	// WebhookDrainSeconds is how long a terminating webhook replica goes on serving before SIGTERM
+	// (a preStop sleep): long enough for its endpoint's removal to reach the API server, and for
+	// a call already sent to it to finish within WebhookTimeoutSeconds.
+	WebhookDrainSeconds = 5
 	// namespaceNameLabel is set by the API server on every Namespace.
 	namespaceNameLabel = "kubernetes.io/metadata.name"
 )

@@ -163,6 +163,10 @@ func TestWebhookConfigurationsCallTheServiceAndSpareTheirOwnNamespace(t *testing
 		!c.VolumeMounts[0].ReadOnly || c.Ports[len(c.Ports)-1].ContainerPort != app.WebhookPort {
 		t.Errorf("Deployment does not serve the mounted TLS Secret: %+v %+v", c, vol)
 	}
+	// A terminating replica serves on until its endpoint is gone; SIGTERM comes after.
+	if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != app.WebhookDrainSeconds {
+		t.Errorf("preStop = %+v, want a sleep of %d s", l, app.WebhookDrainSeconds)
+	}
 	if sc := c.SecurityContext; !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation {
 		t.Errorf("securityContext %+v", sc)
 	}
