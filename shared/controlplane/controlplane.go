@@ -3,7 +3,8 @@
 
 // Package controlplane builds the Kubernetes control-plane binaries (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kwok) from the Go modules pinned in
-// tools/controlplane, once per version, into a shared cache directory.
+// tools/controlplane, once per version, into a shared cache directory. Other sets of binaries
+// (the e2e suite's real node) are built and cached the same way through EnsureSet.
 //
 // Several processes (parallel `go test` packages, the e2e suite, `task cluster:up`) may ask for
 // the binaries at the same time: one builds under an exclusive file lock while the others wait,
