@@ -264,7 +264,20 @@ var duringRollingRestart = map[string]func(ctx context.Context, t *testing.T, c 
 		})
 		holders := watchLease(ctx, c, lease("mirror"))
 		rolloutRestart(ctx, t, c, "mirror")
-		time.Sleep(time.Second)
+		waitFor(t, "a Pod of the new ReplicaSet holding the Lease", func(ctx context.Context) (bool, error) {
+			l := &coordinationv1.Lease{}
+			if err := c.Get(ctx, lease("mirror"), l); err != nil || l.Spec.HolderIdentity == nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			pods := &corev1.PodList{}
+			if err := c.List(ctx, pods, client.InNamespace(deployedNamespace), client.MatchingLabels{"app.kubernetes.io/name": "mirror"}); err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
+				return strings.HasPrefix(*l.Spec.HolderIdentity, p.Name+"_")
+			}), nil
+		})
+		time.Sleep(time.Second) // updates after the new leader took over
 		close(stop)
 		writer.Wait()
 		seen, handovers := holders()
