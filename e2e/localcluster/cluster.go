@@ -83,9 +83,9 @@ const ServiceRange = "10.0.0.0/16"
 // root and without such a route it fails, saying the one command to run. The route stays after
 // the cluster stops: it only makes an address range nothing here serves fail at once.
 func KeepServiceRangeLocal() error {
-	if _, err := exec.LookPath("ip"); err != nil && os.Geteuid() == 0 {
-		if out, err := exec.Command("sh", "-c", "apt-get update -q && apt-get install -y -q iproute2").CombinedOutput(); err != nil {
-			return fmt.Errorf("installing iproute2 (for the Service range's route): %w: %s", err, out)
+	if os.Geteuid() == 0 {
+		if err := ensurePackage("iproute2", "ip"); err != nil {
+			return err
 		}
 	}
 	out, err := exec.Command("ip", "route", "show", ServiceRange).Output()
