@@ -136,6 +136,22 @@ func TestScaleSubresourceIsHeldToTheCeiling(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil || *d.Spec.Replicas != 4 {
 		t.Errorf("replicas after scale = %v (%v), want 4", d.Spec.Replicas, err)
 	}
+	// The ceiling lowered below the Deployment: `kubectl scale` down is allowed (the old Scale's
+	// replicas are the comparison, as for an update of the Deployment), up is not.
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: webhook.PolicyConfigMap}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[webhook.MaxReplicasKey] = "1"
+	if err := env.Client.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	scale = &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 3}}
+	if err := env.Client.SubResource("scale").Update(ctx, d, client.WithSubResourceBody(scale)); err != nil {
+		t.Errorf("scale down from 4 to 3 above a lowered ceiling of 1: %v", err)
+	}
+	scale = &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 4}}
+	testenv.Denied(t, env.Client.SubResource("scale").Update(ctx, d, client.WithSubResourceBody(scale)), "namespace policy allows at most 1 replicas")
 }
 
 func TestAMalformedPolicyDeniesWithItsName(t *testing.T) {

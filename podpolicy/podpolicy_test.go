@@ -208,3 +208,21 @@ func TestMissingNamespaceIsADenial(t *testing.T) {
 		t.Errorf("live GETs = %d, want 1", got)
 	}
 }
+
+// A request naming no namespace (the API server never sends one; a hand-made AdmissionReview
+// does) is a malformed request: a 400 counted as invalid, not a failed read counted as an error.
+func TestNoNamespaceIsABadRequest(t *testing.T) {
+	mgr := env.Manager(t)
+	v := &webhook.Validator{Decoder: admission.NewDecoder(mgr.GetScheme()), Cache: mgr.GetCache(), Live: mgr.GetAPIReader()}
+	invalid, errored := counter(t, "podpolicy_decisions_total", "outcome", "invalid"), counter(t, "podpolicy_decisions_total", "outcome", "error")
+	resp := v.Handle(context.Background(), podRequest(t, ""))
+	if resp.Allowed || resp.Result.Code != 400 || resp.Result.Message != "the request names no namespace; a Pod is namespaced" {
+		t.Errorf("response = %+v, want a 400 naming the missing namespace", resp.Result)
+	}
+	if d := counter(t, "podpolicy_decisions_total", "outcome", "invalid") - invalid; d != 1 {
+		t.Errorf("invalid decisions +%v, want +1", d)
+	}
+	if d := counter(t, "podpolicy_decisions_total", "outcome", "error") - errored; d != 0 {
+		t.Errorf("error decisions +%v, want +0", d)
+	}
+}

@@ -84,7 +84,17 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		if resp, ok := admit.Decode(v.Decoder, req.Kind, scaleGVK, req.Object, scale); !ok {
 			return resp
 		}
-		return v.replicas(ctx, req.Namespace, scale.Spec.Replicas, -1)
+		// An update through /scale carries the old Scale: as for the Deployment, only an increase
+		// is held to the maximum.
+		previous := int32(-1)
+		if req.Operation == admissionv1.Update {
+			old := &autoscalingv1.Scale{}
+			if resp, ok := admit.Decode(v.Decoder, req.Kind, scaleGVK, req.OldObject, old); !ok {
+				return resp
+			}
+			previous = old.Spec.Replicas
+		}
+		return v.replicas(ctx, req.Namespace, scale.Spec.Replicas, previous)
 	case req.SubResource != "":
 		return admission.Allowed("")
 	case req.Operation == admissionv1.Delete:

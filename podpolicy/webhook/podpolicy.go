@@ -10,6 +10,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -64,7 +65,7 @@ var (
 	liveReads = prometheus.NewCounter(prometheus.CounterOpts{Name: "podpolicy_namespace_live_reads_total",
 		Help: "Live GETs of a Namespace after a miss (concurrent misses for one Namespace share one)."})
 	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "podpolicy_decisions_total",
-		Help: "Admission decisions by outcome: allowed, denied, error."}, []string{"outcome"})
+		Help: "Admission decisions by outcome: allowed, denied, invalid (a malformed request, 400), error."}, []string{"outcome"})
 )
 
 func init() { metrics.Registry.MustRegister(cacheHits, cacheMisses, liveReads, decisions) }
@@ -120,6 +121,8 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	resp := v.handle(ctx, req)
 	outcome := "allowed"
 	switch {
+	case resp.Result != nil && resp.Result.Code == http.StatusBadRequest:
+		outcome = "invalid"
 	case resp.Result != nil && resp.Result.Code >= 400 && resp.Result.Code != http.StatusForbidden:
 		outcome = "error"
 	case !resp.Allowed:
@@ -133,6 +136,9 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) admission
 	pod := &corev1.Pod{}
 	if resp, ok := admit.Decode(v.Decoder, req.Kind, podGVK, req.Object, pod); !ok {
 		return resp
+	}
+	if req.Namespace == "" { // the API server always names a Pod's namespace: a malformed request
+		return admission.Errored(http.StatusBadRequest, errors.New("the request names no namespace; a Pod is namespaced"))
 	}
 	ns, err := v.namespace(ctx, req.Namespace)
 	if apierrors.IsNotFound(err) {
