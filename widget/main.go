@@ -30,8 +30,13 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := setup(mgr); err != nil {
+	if err := controller.Setup(mgr); err != nil {
 		return err
+	}
+	if o.ServesWebhooks() { // not with --admission=policy: admission policies enforce the rules
+		if err := controller.SetupWebhooks(mgr); err != nil {
+			return err
+		}
 	}
 	// In the cluster (run --certs=self): the serving certificate and the webhooks' caBundle,
 	// created and renewed by cert-controller; the webhook server starts once they are in place.

@@ -13,9 +13,9 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-// FS holds webhook/.
+// FS holds webhook/ and policy/ (the rules as an admission policy, written by hand).
 //
-//go:embed webhook
+//go:embed webhook policy
 var FS embed.FS
 
 // Pattern is what `manifests` and `install` render (and app.Compose composes).

@@ -13,9 +13,9 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-// FS holds rbac/, webhook/.
+// FS holds rbac/, webhook/ and policy/ (the rules as admission policies, written by hand).
 //
-//go:embed rbac webhook
+//go:embed rbac webhook policy
 var FS embed.FS
 
 // Pattern is what `manifests` and `install` render (and app.Compose composes).

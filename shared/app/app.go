@@ -52,12 +52,13 @@ commands:
   manifests [--image IMG] [--command CMD] [--watch-namespaces NS,...]   print the YAML to deploy %[1]s
             [--webhook-url URL] [--ca-file FILE] [--certs self|cert-manager|manual]
             [--replicas N] [--node-selector K=V,...] [--tolerations K=V:EFFECT,...]
+            [--admission webhook|policy|both]
   install   (the flags of manifests)                                    server-side apply it with the current kubeconfig,
                                                                           and delete what an earlier install applied that it no longer renders
   uninstall [--crds]                                                      delete what install applied (the CRDs, and every object of them, only with --crds)
   run       [--as-service-account] [--leader-elect=false] [--leader-elect-lease-duration D] [--watch-namespaces NS,...]
             [--webhook-port N] [--webhook-host H] [--cert-dir DIR]      run in the foreground
-            [--certs self] [--enable-http2]
+            [--certs self] [--enable-http2] [--admission webhook|policy]
   certs     --dir DIR [--hosts 127.0.0.1,...] [--force|--renew]         write a development CA and serving certificate
                                                                           (webhook patterns)
 
@@ -113,6 +114,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&o.MemoryLimit, "memory-limit", "256Mi", "the container's memory limit")
 		nodeSelector := fs.String("node-selector", "", "key=value[,key=value]: the Pods' nodeSelector (default: none)")
 		tolerations := fs.String("tolerations", "", "key=value:Effect or key:Effect, comma-separated: the Pods' tolerations (default: none)")
+		fs.StringVar(&o.Admission, "admission", AdmissionWebhook, "what enforces the admission rules: webhook, policy (ValidatingAdmissionPolicy and MutatingAdmissionPolicy, run by kube-apiserver: nothing to deploy for an admission-only pattern), or both")
 		run = func() error {
 			if *replicas < 0 || *replicas > 1000 {
 				return usageError{fmt.Errorf("--replicas %d: want 1 to 1000 (0: the default)", *replicas)}
@@ -129,7 +131,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 			if err != nil {
 				return err
 			}
-			if hooks, err := HasWebhooks(p); err == nil && hooks && o.Image == "" && o.WebhookURL == "" && cmd != "uninstall" {
+			if hooks, err := HasWebhooks(p); err == nil && hooks && o.Image == "" && o.WebhookURL == "" && o.Admission != AdmissionPolicy && cmd != "uninstall" {
 				_, _ = fmt.Fprintf(stderr, "%s: no webhook configurations rendered: nothing would serve them; pass --image to deploy, or --webhook-url and --ca-file to run the webhook from here\n", p.Name)
 			}
 			if cmd == "manifests" {
@@ -162,6 +164,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
 		fs.BoolVar(&r.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2 (off by default since the HTTP/2 Rapid Reset CVEs)")
 		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
+		fs.StringVar(&o.Admission, "admission", AdmissionWebhook, "policy: the rules are enforced by admission policies, so no webhook server is started")
 		fs.StringVar(&o.Certs, "certs", "", "self: keep the serving certificate in the pattern's Secret (mounted at --cert-dir) and the CA in its webhook configurations, renewed before expiry (in-cluster; manifests --image renders it); empty: the files in --cert-dir")
 		r.Zap.BindFlags(fs)
 		for _, bind := range flags {

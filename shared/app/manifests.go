@@ -52,6 +52,9 @@ type Options struct {
 	// NodeSelector and Tolerations place the Pods (none by default).
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// Admission is what serves the pattern's admission rules: AdmissionWebhook (the default),
+	// AdmissionPolicy or AdmissionBoth. For `run`: AdmissionPolicy starts no webhook server.
+	Admission string
 }
 
 // ParseTolerations reads --tolerations: comma-separated key=value:Effect (operator Equal) or
@@ -101,6 +104,18 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Admission, err = admissionMode(p, o.Admission); err != nil {
+		return nil, err
+	}
+	var policies []client.Object
+	if o.Admission != AdmissionWebhook {
+		if policies, err = policyObjects(p, o, labels); err != nil {
+			return nil, err
+		}
+	}
+	if o.Admission == AdmissionPolicy && p.AdmissionOnly { // nothing to run: kube-apiserver enforces them
+		return typed(append(crds, policies...))
+	}
 	objs := append([]client.Object{}, crds...)
 	if ns := operatorNamespaceObject(o.Namespace); ns != nil {
 		objs = append(objs, ns)
@@ -122,7 +137,7 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 		}
 	}
 	var hooks []client.Object
-	if o.Image != "" || o.WebhookURL != "" { // else nothing would serve them (see Execute's warning)
+	if o.Admission != AdmissionPolicy && (o.Image != "" || o.WebhookURL != "") { // else nothing would serve them (see Execute's warning)
 		if o.WebhookURL == "" { // the Deployment serves them: where its certificate comes from
 			if o.Certs, err = certsMode(o); err != nil {
 				return nil, err
@@ -133,6 +148,7 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 		}
 	}
 	objs = append(objs, hooks...)
+	objs = append(objs, policies...)
 	if len(hooks) > 0 && o.WebhookURL == "" {
 		objs = append(objs, certObjects(p, o, o.Certs, labels, webhookResources(hooks))...)
 	}
@@ -212,8 +228,12 @@ func metricsService(name, pattern, namespace string, labels map[string]string) *
 	}
 }
 
-// typed sets each object's kind, so that typed objects render and apply with it.
-func typed(objs []client.Object) ([]client.Object, error) {
+// typed sets each object's kind, so that typed objects render and apply with it; it passes an
+// error on.
+func typed(objs []client.Object, errs ...error) ([]client.Object, error) {
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	for _, obj := range objs {
 		gvks, _, err := scheme.ObjectKinds(obj)
 		if err != nil {
@@ -263,6 +283,9 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 	args := []string{"run"}
 	if webhooks && o.Certs == CertsSelf {
 		args = append(args, "--certs="+CertsSelf)
+	}
+	if o.Admission == AdmissionPolicy { // the policies serve the rules: no webhook server
+		args = append(args, "--admission="+AdmissionPolicy)
 	}
 	if len(o.WatchNamespaces) > 0 {
 		args = append(args, "--watch-namespaces="+strings.Join(o.WatchNamespaces, ","))

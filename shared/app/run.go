@@ -82,6 +82,10 @@ type RunOptions struct {
 	Zap         zap.Options
 }
 
+// ServesWebhooks reports whether run serves the pattern's admission webhooks: not with
+// --admission=policy, where admission policies enforce its rules and no webhook server starts.
+func (o RunOptions) ServesWebhooks() bool { return o.Admission != AdmissionPolicy }
+
 // ServiceAccountUser is the user name a pattern's ServiceAccount authenticates as.
 func ServiceAccountUser(namespace, pattern string) string {
 	return "system:serviceaccount:" + namespace + ":" + pattern
@@ -139,6 +143,12 @@ func ManagerOptions(p Pattern, o RunOptions) (ctrl.Options, error) {
 	webhooks, err := HasWebhooks(p)
 	if err != nil {
 		return ctrl.Options{}, err
+	}
+	if o.Admission, err = admissionMode(p, o.Admission); err != nil {
+		return ctrl.Options{}, err
+	}
+	if o.Admission == AdmissionPolicy { // the pattern's main registers no webhook (ServesWebhooks)
+		webhooks = false
 	}
 	var server webhook.Server
 	if webhooks {

@@ -45,49 +45,60 @@ const (
 // webhookConfigs reads the webhook configurations controller-gen wrote (none if the pattern has
 // no webhook markers).
 func webhookConfigs(config fs.FS) ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	if config == nil {
-		return nil, nil, nil
-	}
-	b, err := fs.ReadFile(config, "webhook/manifests.yaml")
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
+	objs, err := readObjects(config, "webhook/manifests.yaml", map[string]func() client.Object{
+		"MutatingWebhookConfiguration":   func() client.Object { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
+		"ValidatingWebhookConfiguration": func() client.Object { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
+	})
 	var mutating []*admissionregistrationv1.MutatingWebhookConfiguration
 	var validating []*admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			mutating = append(mutating, o)
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			validating = append(validating, o)
+		}
+	}
+	return mutating, validating, err
+}
+
+// readObjects strictly decodes the YAML documents of file in config (none if config or file is
+// missing) into objects of the given kinds; any other kind is an error.
+func readObjects(config fs.FS, file string, kinds map[string]func() client.Object) ([]client.Object, error) {
+	if config == nil {
+		return nil, nil
+	}
+	b, err := fs.ReadFile(config, file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []client.Object
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
 	for {
 		doc, err := docs.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return out, nil
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: %w", err)
+			return nil, fmt.Errorf("pattern config %s: %w", file, err)
 		}
 		var tm metav1.TypeMeta
 		if err := utilyaml.Unmarshal(doc, &tm); err != nil || tm.Kind == "" {
-			continue // an empty document
+			continue // an empty document, or comments only
 		}
-		switch tm.Kind {
-		case "MutatingWebhookConfiguration":
-			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := utilyaml.UnmarshalStrict(doc, m); err != nil {
-				return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: %w", err)
-			}
-			mutating = append(mutating, m)
-		case "ValidatingWebhookConfiguration":
-			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := utilyaml.UnmarshalStrict(doc, v); err != nil {
-				return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: %w", err)
-			}
-			validating = append(validating, v)
-		default:
-			return nil, nil, fmt.Errorf("pattern config webhook/manifests.yaml: unexpected kind %s", tm.Kind)
+		newObj, ok := kinds[tm.Kind]
+		if !ok {
+			return nil, fmt.Errorf("pattern config %s: unexpected kind %s", file, tm.Kind)
 		}
+		obj := newObj()
+		if err := utilyaml.UnmarshalStrict(doc, obj); err != nil {
+			return nil, fmt.Errorf("pattern config %s: %w", file, err)
+		}
+		out = append(out, obj)
 	}
-	return mutating, validating, nil
 }
 
 // HasWebhooks reports whether the pattern serves admission webhooks.
@@ -100,11 +111,7 @@ func HasWebhooks(p Pattern) (bool, error) {
 // with --image or --webhook-url, rendered whatever o says: for a test environment that points
 // them at its own server (envtest's WebhookInstallOptions).
 func WebhookObjects(p Pattern, o Options) ([]client.Object, error) {
-	objs, err := webhookObjects(p, o, nil)
-	if err != nil {
-		return nil, err
-	}
-	return typed(objs)
+	return typed(webhookObjects(p, o, nil))
 }
 
 // webhookObjects renders the pattern's webhook configurations for o: named kpatterns-<pattern>,
@@ -139,15 +146,7 @@ func webhookObjects(p Pattern, o Options, labels map[string]string) ([]client.Ob
 		}
 		return out
 	}
-	exclude := func(sel *metav1.LabelSelector) *metav1.LabelSelector {
-		out := &metav1.LabelSelector{}
-		if sel != nil {
-			out = sel.DeepCopy()
-		}
-		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{
-			Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{o.Namespace, "kube-system"}})
-		return out
-	}
+	exclude := func(sel *metav1.LabelSelector) *metav1.LabelSelector { return excludeNamespaces(sel, o.Namespace) }
 	timeout := func(t *int32) *int32 {
 		if t == nil {
 			return ptr.To[int32](WebhookTimeoutSeconds)

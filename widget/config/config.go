@@ -13,9 +13,10 @@ import (
 	"github.com/kpatterns/kpatterns/widget/controller"
 )
 
-// FS holds crd/, rbac/, webhook/.
+// FS holds crd/, rbac/, webhook/ and policy/ (the admission rules as admission policies, written
+// by hand).
 //
-//go:embed crd rbac webhook
+//go:embed crd rbac webhook policy
 var FS embed.FS
 
 // Pattern is what `manifests` and `install` render (and app.Compose composes).

@@ -1,0 +1,106 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+// The differential suite: one table of Database requests decided through envtest's
+// kube-apiserver by the webhook alone and by the admission policy (config/policy) alone.
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kpatterns/kpatterns/shared/testenv"
+)
+
+// db creates the Database "db" with spec.
+func db(spec map[string]any, opts ...client.CreateOption) testenv.Step {
+	return func(ctx context.Context, c client.Client, ns string) error {
+		return c.Create(ctx, database(ns, "db", spec), opts...)
+	}
+}
+
+// set updates fields of the Database "db"'s spec (nil removes one).
+func set(fields map[string]any) testenv.Step {
+	return func(ctx context.Context, c client.Client, ns string) error {
+		u := database(ns, "db", nil)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return err
+		}
+		for k, v := range fields {
+			if v == nil {
+				unstructured.RemoveNestedField(u.Object, "spec", k)
+			} else if err := unstructured.SetNestedField(u.Object, v, "spec", k); err != nil {
+				return err
+			}
+		}
+		return c.Update(ctx, u)
+	}
+}
+
+func pg(version string, storage int64) map[string]any {
+	return map[string]any{"engine": "postgres", "version": version, "storageGiB": storage}
+}
+
+const semverOnly = "the policy compares versions with CEL's semver library, which reads two or three numeric components only: it does not compare what it cannot read, where the webhook compares numerically and ignores a suffix"
+
+var cases = []testenv.Case{
+	{Name: "complete", Request: db(pg("16.2", 20))},
+	{Name: "empty spec", Request: db(map[string]any{}), Probe: true,
+		Deny: "[spec.engine: Required value: the database engine, e.g. postgres, spec.version: Required value: the engine version, e.g. 16.2, spec.storageGiB: Required value: the storage size in GiB]"},
+	{Name: "no version", Request: db(map[string]any{"engine": "postgres", "storageGiB": int64(1)}), Deny: "spec.version: Required value: the engine version, e.g. 16.2"},
+	{Name: "no storage", Request: db(map[string]any{"engine": "postgres", "version": "16.2"}), Deny: "spec.storageGiB: Required value: the storage size in GiB"},
+	{Name: "not a version", Request: db(pg("latest", 1)), Deny: `spec.version: Invalid value: "latest": must be a version like 16.2 or 8.0.36`},
+	{Name: "major only is not a version", Request: db(pg("8", 1)), Deny: `spec.version: Invalid value: "8": must be a version like`},
+	{Name: "a leading zero", Request: db(pg("01.2", 1)), Deny: `spec.version: Invalid value: "01.2"`},
+	{Name: "a leading v", Request: db(pg("v8.0.36", 1))},
+	{Name: "a suffix is ignored", Request: db(pg("16.2-beta", 1))},
+	{Name: "a component past uint64 (fuzz corpus)", Request: db(pg("99999999999999999999.1", 1)),
+		Deny:    `spec.version: Invalid value: "99999999999999999999.1"`,
+		Differs: "the policy checks a version's form by a regular expression, not the size of its numbers"},
+	{Name: "zero storage", Request: db(pg("16.2", 0)), Deny: "spec.storageGiB: Invalid value: 0: must be positive"},
+	{Name: "negative storage", Request: db(pg("16.2", -1)), Deny: "spec.storageGiB: Invalid value: -1: must be positive"},
+	{Name: "the largest storage (fuzz corpus)", Request: db(pg("16.2", 9223372036854775807))},
+	{Name: "JSON field names are case-sensitive", Request: db(map[string]any{"Engine": "postgres", "version": "16.2", "storageGiB": int64(1)}),
+		Deny: "spec.engine: Required value"},
+	{Name: "fields unknown to the policy", Request: db(map[string]any{"engine": "postgres", "version": "16.2", "storageGiB": int64(1),
+		"backup": map[string]any{"schedule": "@daily"}})},
+
+	{Name: "grow", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"storageGiB": int64(21)})},
+	{Name: "same size", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"storageGiB": int64(20)})},
+	{Name: "shrink", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"storageGiB": int64(19)}),
+		Deny: "spec.storageGiB: Forbidden: database storage cannot shrink from 20 to 19 GiB"},
+	{Name: "engine changed", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"engine": "mysql"}),
+		Deny: `spec.engine: Forbidden: the engine is immutable: was "postgres", asked for "mysql"`},
+	{Name: "engine removed", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"engine": nil}),
+		Deny: `[spec.engine: Required value: the database engine, e.g. postgres, spec.engine: Forbidden: the engine is immutable: was "postgres", asked for ""]`},
+	{Name: "downgrade", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"version": "15.6"}),
+		Deny: "spec.version: Forbidden: the version cannot be downgraded from 16.2 to 15.6", Probe: true},
+	{Name: "downgrade by a patch", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"version": "16.1.9"}),
+		Deny: "the version cannot be downgraded from 16.2 to 16.1.9"},
+	{Name: "upgrade from a patch-less version", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"version": "16.2.1"})},
+	{Name: "versions compare numerically", Setup: db(pg("16.9", 20)), Request: set(map[string]any{"version": "16.10"})},
+	{Name: "and not as text", Setup: db(pg("16.10", 20)), Request: set(map[string]any{"version": "16.9"}),
+		Deny: "the version cannot be downgraded from 16.10 to 16.9"},
+	{Name: "a downgrade behind a v", Setup: db(pg("v16.2", 20)), Request: set(map[string]any{"version": "16.1"}),
+		Deny: "the version cannot be downgraded from v16.2 to 16.1"},
+	{Name: "a downgrade of four components", Setup: db(pg("16.2.1.5", 20)), Request: set(map[string]any{"version": "16.2.1.4"}),
+		Deny: "the version cannot be downgraded from 16.2.1.5 to 16.2.1.4", Differs: semverOnly},
+	{Name: "a downgrade with a suffix", Setup: db(pg("16.2-beta", 20)), Request: set(map[string]any{"version": "15.0-beta"}),
+		Deny: "the version cannot be downgraded from 16.2-beta to 15.0-beta", Differs: semverOnly},
+	{Name: "all three at once", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"engine": "mysql", "version": "9.1", "storageGiB": int64(1)}),
+		Deny: `[spec.storageGiB: Forbidden: database storage cannot shrink from 20 to 1 GiB, spec.engine: Forbidden: the engine is immutable: was "postgres", asked for "mysql", spec.version: Forbidden: the version cannot be downgraded from 16.2 to 9.1]`},
+
+	{Name: "server-side dry-run", Request: db(map[string]any{}, client.DryRunAll), Deny: "spec.engine: Required value"},
+}
+
+func TestWebhookAndPolicyDecideAlike(t *testing.T) { env.DecideAlike(t, cases) }
+
+// The suite is a test that can fail: with a shrink planted as allowed, the suite must report the case that shrinks.
+func TestDifferentialSuiteFindsAPlantedDifference(t *testing.T) {
+	env.FindsPlanted(t, cases, "size(variables.violations) == 0",
+		"size(variables.violations) == 0 || variables.update && object.spec.storageGiB < oldObject.spec.storageGiB", "shrink")
+}

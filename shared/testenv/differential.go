@@ -1,0 +1,285 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kpatterns/kpatterns/shared/app"
+)
+
+// Differential testing of a pattern's two forms of admission: its webhooks and its admission
+// policies decide one table of requests, each through the API server, and must decide alike.
+
+// Case is one admission request of a pattern's differential suite.
+type Case struct {
+	Name string
+	// Labels of the case's namespace; every run of a case gets a namespace of its own.
+	Labels map[string]string
+	// Setup makes what the request needs (optional). It goes through admission too, so both forms
+	// must admit it.
+	Setup func(ctx context.Context, c client.Client, ns string) error
+	// Request is the request under test; its error is the decision (nil: admitted). A request that
+	// checks what was admitted — a defaulted label — returns an error saying what is wrong.
+	Request func(ctx context.Context, c client.Client, ns string) error
+	// Deny is empty for a request both forms admit, else what both denials say.
+	Deny string
+	// Differs, when set, says why the policy decides otherwise on purpose; PolicyDeny is then the
+	// policy's decision ("" admitted), and Deny the webhook's.
+	Differs, PolicyDeny string
+	// Probe marks a case the policy run waits for before running the table: the API server
+	// loads policies and bindings asynchronously.
+	Probe bool
+}
+
+// policyRunLabel on a case's namespace selects one run's policy bindings; the webhooks skip
+// such namespaces.
+const policyRunLabel = "kpatterns.test/policy-run"
+
+// Differential runs every case through the API server twice: against the pattern's webhooks
+// alone (its manager serving them, no policy bound) and against policies alone — the given
+// objects, as app.PolicyObjects renders them, bound for this run to the namespaces of its cases,
+// which the webhooks skip (the manager is stopped by then, so a webhook still called would fail
+// the case). A denial must come from the form under test and name the case's rule. It returns one
+// line per case that a form did not decide as the case says: the caller fails on them.
+func (e *Env) Differential(t *testing.T, policies []client.Object, cases []Case) []string {
+	t.Helper()
+	ctx := t.Context()
+	if err := e.skipPolicyRuns(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var diffs []string
+	t.Run("webhook", func(t *testing.T) {
+		e.Manager(t) // stopped when this subtest ends
+		for _, c := range cases {
+			if d := e.runCase(ctx, c, nil, c.Deny, "admission webhook"); d != "" {
+				diffs = append(diffs, "webhook: "+c.Name+": "+d)
+			}
+		}
+	})
+	run := utilrand.String(6)
+	bound, err := bindToRun(policies, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range bound {
+		if err := e.Client.Create(ctx, p); err != nil {
+			t.Fatalf("policy %s: %v", p.GetName(), err)
+		}
+		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), p) })
+	}
+	runLabel := map[string]string{policyRunLabel: run}
+	want := func(c Case) string {
+		if c.Differs != "" {
+			return c.PolicyDeny
+		}
+		return c.Deny
+	}
+	deadline := time.Now().Add(eventuallyBound())
+	for {
+		var waiting []string
+		for _, c := range cases {
+			if !c.Probe {
+				continue
+			}
+			if d := e.runCase(ctx, c, runLabel, want(c), "AdmissionPolicy"); d != "" {
+				waiting = append(waiting, c.Name+": "+d)
+			}
+		}
+		if len(waiting) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return append(diffs, "policy: never took effect: "+strings.Join(waiting, "; "))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range cases {
+		if d := e.runCase(ctx, c, runLabel, want(c), "AdmissionPolicy"); d != "" {
+			diffs = append(diffs, "policy: "+c.Name+": "+d)
+		}
+	}
+	return diffs
+}
+
+// runCase runs c in a new namespace and says how its decision differs from deny, from a denier
+// whose messages contain by ("" if it does not).
+func (e *Env) runCase(ctx context.Context, c Case, extra map[string]string, deny, by string) string {
+	labels := map[string]string{}
+	for k, v := range c.Labels {
+		labels[k] = v
+	}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "d-" + utilrand.String(6), Labels: labels}}
+	if err := e.Client.Create(ctx, ns); err != nil {
+		return "namespace: " + err.Error()
+	}
+	if c.Setup != nil {
+		if err := c.Setup(ctx, e.Client, ns.Name); err != nil {
+			return "setup: " + err.Error()
+		}
+	}
+	err := c.Request(ctx, e.Client, ns.Name)
+	switch {
+	case deny == "" && err != nil:
+		return fmt.Sprintf("refused (%v), want it admitted", err)
+	case deny == "":
+		return ""
+	case err == nil:
+		return fmt.Sprintf("admitted, want a denial saying %q", deny)
+	case !strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), deny):
+		return fmt.Sprintf("refused with %q, want a denial by %s saying %q", err, by, deny)
+	}
+	return ""
+}
+
+// skipPolicyRuns makes the pattern's webhooks skip the namespaces of policy runs.
+func (e *Env) skipPolicyRuns(ctx context.Context) error {
+	skip := metav1.LabelSelectorRequirement{Key: policyRunLabel, Operator: metav1.LabelSelectorOpDoesNotExist}
+	add := func(sel *metav1.LabelSelector) *metav1.LabelSelector {
+		if sel == nil {
+			sel = &metav1.LabelSelector{}
+		}
+		for _, r := range sel.MatchExpressions {
+			if r.Key == policyRunLabel {
+				return sel
+			}
+		}
+		sel.MatchExpressions = append(sel.MatchExpressions, skip)
+		return sel
+	}
+	name := "kpatterns-" + e.Pattern.Name
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	switch err := e.Client.Get(ctx, client.ObjectKey{Name: name}, m); {
+	case err == nil:
+		for i := range m.Webhooks {
+			m.Webhooks[i].NamespaceSelector = add(m.Webhooks[i].NamespaceSelector)
+		}
+		if err := e.Client.Update(ctx, m); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	switch err := e.Client.Get(ctx, client.ObjectKey{Name: name}, v); {
+	case err == nil:
+		for i := range v.Webhooks {
+			v.Webhooks[i].NamespaceSelector = add(v.Webhooks[i].NamespaceSelector)
+		}
+		return e.Client.Update(ctx, v)
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	return nil
+}
+
+// bindToRun copies policies for one run: names suffixed with run, and every binding matching
+// only namespaces labelled policyRunLabel=run.
+func bindToRun(policies []client.Object, run string) ([]client.Object, error) {
+	only := metav1.LabelSelectorRequirement{Key: policyRunLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{run}}
+	narrow := func(m *admissionregistrationv1.MatchResources) *admissionregistrationv1.MatchResources {
+		if m == nil {
+			m = &admissionregistrationv1.MatchResources{}
+		}
+		if m.NamespaceSelector == nil {
+			m.NamespaceSelector = &metav1.LabelSelector{}
+		}
+		m.NamespaceSelector.MatchExpressions = append(m.NamespaceSelector.MatchExpressions, only)
+		return m
+	}
+	var out []client.Object
+	for _, p := range policies {
+		p = p.DeepCopyObject().(client.Object)
+		p.SetName(p.GetName() + "-" + run)
+		switch b := p.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.MutatingAdmissionPolicy:
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			b.Spec.PolicyName += "-" + run
+			b.Spec.MatchResources = narrow(b.Spec.MatchResources)
+		case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+			b.Spec.PolicyName += "-" + run
+			b.Spec.MatchResources = narrow(b.Spec.MatchResources)
+		default:
+			return nil, fmt.Errorf("%T %s is not an admission policy or binding", p, p.GetName())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Step is a part of a case: a request, or what one needs, made in the case's namespace.
+type Step = func(ctx context.Context, c client.Client, ns string) error
+
+// Steps runs steps in order, up to the first error.
+func Steps(steps ...Step) Step {
+	return func(ctx context.Context, c client.Client, ns string) error {
+		for _, s := range steps {
+			if err := s(ctx, c, ns); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Policies are the pattern's admission policies as `manifests --admission=policy` renders them
+// for the test environment's operator namespace.
+func (e *Env) Policies(t testing.TB) []client.Object {
+	t.Helper()
+	objs, err := app.PolicyObjects(e.Pattern.Pattern, app.Options{Namespace: Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// DecideAlike runs the differential suite on the pattern's policies and fails the test on every
+// difference.
+func (e *Env) DecideAlike(t *testing.T, cases []Case) {
+	t.Helper()
+	for _, d := range e.Differential(t, e.Policies(t), cases) {
+		t.Error(d)
+	}
+}
+
+// FindsPlanted checks that the suite is a test that can fail: with from replaced by to in the
+// first validation expression of the pattern's policies that holds it (a planted difference), it
+// must report the case named want for the policy.
+func (e *Env) FindsPlanted(t *testing.T, cases []Case, from, to, want string) {
+	t.Helper()
+	planted := e.Policies(t) // rendered afresh: changed here only
+	done := false
+	for _, o := range planted {
+		p, ok := o.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+		for i := 0; ok && !done && i < len(p.Spec.Validations); i++ {
+			if v := &p.Spec.Validations[i]; strings.Contains(v.Expression, from) {
+				v.Expression, done = strings.Replace(v.Expression, from, to, 1), true
+			}
+		}
+	}
+	if !done {
+		t.Fatalf("no validation expression holds %q: plant the difference elsewhere", from)
+	}
+	diffs := e.Differential(t, planted, cases)
+	for _, d := range diffs {
+		if strings.HasPrefix(d, "policy: "+want+": ") {
+			return
+		}
+	}
+	t.Errorf("the planted difference (%q for %q) was not reported for %q; reported: %q", to, from, want, diffs)
+}
