@@ -91,6 +91,11 @@ var cases = []testenv.Case{
 		Deny: "the version cannot be downgraded from 16.2.1.5 to 16.2.1.4", Differs: semverOnly},
 	{Name: "a downgrade with a suffix", Setup: db(pg("16.2-beta", 20)), Request: set(map[string]any{"version": "15.0-beta"}),
 		Deny: "the version cannot be downgraded from 16.2-beta to 15.0-beta", Differs: semverOnly},
+	{Name: "a major upgrade", Setup: db(pg("15.6", 20)), Request: set(map[string]any{"version": "16.2"}),
+		Warn: "spec.version: a major upgrade from 15.6 to 16.2 cannot be rolled back", Probe: true},
+	{Name: "a minor upgrade", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"version": "16.3"})},
+	{Name: "a major upgrade with a shrink", Setup: db(pg("15.6", 20)), Request: set(map[string]any{"version": "v16", "storageGiB": int64(10)}),
+		Deny: "spec.storageGiB: Forbidden: database storage cannot shrink from 20 to 10 GiB"},
 	{Name: "all three at once", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"engine": "mysql", "version": "9.1", "storageGiB": int64(1)}),
 		Deny: `[spec.storageGiB: Forbidden: database storage cannot shrink from 20 to 1 GiB, spec.engine: Forbidden: the engine is immutable: was "postgres", asked for "mysql", spec.version: Forbidden: the version cannot be downgraded from 16.2 to 9.1]`},
 

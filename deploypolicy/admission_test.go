@@ -87,6 +87,8 @@ const (
 	immutable = "label team=payments is set and may not be changed or removed"
 )
 
+func atCeiling(n int32) string { return webhook.CeilingWarning(n) }
+
 var cases = []testenv.Case{
 	{Name: "team label defaulted on create", Request: labelled(create(nil, nil, nil), webhook.Unassigned), Probe: true},
 	{Name: "a team label is kept", Request: labelled(create(nil, map[string]string{webhook.TeamLabel: "payments"}, nil), "payments")},
@@ -108,14 +110,18 @@ var cases = []testenv.Case{
 	{Name: "a policy without the key: the default 10", Setup: withPolicy(), Request: create(ptr.To[int32](11), nil, nil),
 		Deny: "namespace policy allows at most 10 replicas"},
 	{Name: "policy 3: 4 replicas", Setup: withPolicy("3"), Request: create(ptr.To[int32](4), nil, nil), Deny: ceiling3 + "4", Probe: true},
-	{Name: "policy 3: 3 replicas", Setup: withPolicy("3"), Request: create(ptr.To[int32](3), nil, nil)},
+	{Name: "policy 3: 3 replicas", Setup: withPolicy("3"), Request: create(ptr.To[int32](3), nil, nil), Warn: atCeiling(3)},
+	{Name: "policy 3: 2 replicas", Setup: withPolicy("3"), Request: create(ptr.To[int32](2), nil, nil)},
+	{Name: "no policy: 10 replicas, no warning", Request: create(ptr.To[int32](10), nil, nil)},
+	{Name: "at the ceiling already: no new warning", Setup: testenv.Steps(withPolicy("3"), create(ptr.To[int32](3), nil, nil)),
+		Request: change(func(d *appsv1.Deployment) { d.Labels["x"] = "y" })},
 	{Name: "policy 3: replicas unset count as 1", Setup: withPolicy("0"), Request: create(nil, nil, nil),
 		Deny: "namespace policy allows at most 0 replicas (ConfigMap deployment-policy, key maxReplicas); asked for 1"},
 	{Name: "policy 3: update to 5", Setup: testenv.Steps(withPolicy("3"), create(ptr.To[int32](3), nil, nil)), Request: replicas(5), Deny: ceiling3 + "5"},
 	{Name: "above a lowered ceiling: update down", Setup: testenv.Steps(create(ptr.To[int32](10), nil, nil), withPolicy("3")), Request: replicas(8)},
 	{Name: "above a lowered ceiling: update up", Setup: testenv.Steps(create(ptr.To[int32](8), nil, nil), withPolicy("3")), Request: replicas(9), Deny: ceiling3 + "9"},
 	{Name: "/scale past the ceiling", Setup: testenv.Steps(withPolicy("3"), create(ptr.To[int32](2), nil, nil)), Request: scale(7), Deny: ceiling3 + "7"},
-	{Name: "/scale to the ceiling", Setup: testenv.Steps(withPolicy("3"), create(ptr.To[int32](2), nil, nil)), Request: scale(3)},
+	{Name: "/scale to the ceiling", Setup: testenv.Steps(withPolicy("3"), create(ptr.To[int32](2), nil, nil)), Request: scale(3), Warn: atCeiling(3), Probe: true},
 	{Name: "/scale to 0", Setup: testenv.Steps(withPolicy("3"), create(ptr.To[int32](2), nil, nil)), Request: scale(0)},
 	{Name: "/scale down above a lowered ceiling", Setup: testenv.Steps(create(ptr.To[int32](8), nil, nil), withPolicy("3")), Request: scale(5)},
 	{Name: "/scale up above a lowered ceiling", Setup: testenv.Steps(create(ptr.To[int32](8), nil, nil), withPolicy("3")), Request: scale(9), Deny: ceiling3 + "9"},
@@ -152,8 +158,8 @@ var cases = []testenv.Case{
 
 func TestWebhookAndPolicyDecideAlike(t *testing.T) { env.DecideAlike(t, cases) }
 
-// The suite is a test that can fail: with a ceiling planted one lower (< for <=), the suite must report the case at the ceiling.
+// The suite is a test that can fail: with a negative ceiling planted as well-formed, it must
+// report the case of a negative policy.
 func TestDifferentialSuiteFindsAPlantedDifference(t *testing.T) {
-	env.FindsPlanted(t, cases, "variables.replicas <= variables.max",
-		"variables.replicas < variables.max", "policy 3: 3 replicas")
+	env.FindsPlanted(t, cases, "int(params.data.maxReplicas) >= 0", "int(params.data.maxReplicas) >= -1", "negative policy")
 }

@@ -111,6 +111,13 @@ var cases = []testenv.Case{
 		Request: func(ctx context.Context, c client.Client, ns string) error {
 			return c.Delete(ctx, &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}})
 		}},
+	{Name: "no tag", Request: make("nginx", nil), Warn: `image "nginx" is not pinned: name a tag other than latest, or a digest`, Probe: true},
+	{Name: "the tag latest", Request: make("nginx:latest", nil), Warn: `image "nginx:latest" is not pinned`},
+	{Name: "a digest", Request: make("nginx@sha256:0000000000000000000000000000000000000000000000000000000000000000", nil)},
+	{Name: "a registry port is no tag", Request: make("registry.example.com:5000/app", nil), Warn: `image "registry.example.com:5000/app" is not pinned`},
+	{Name: "an unpinned image kept", Setup: make("nginx", nil), Request: edit(func(w *v1alpha1.Widget) { w.Spec.Port = 9090 })},
+	{Name: "an unpinned image denied is still warned about", Setup: widgetPolicy(controller.AllowedImagesKey, prefixes), Request: make("busybox", nil),
+		Deny: `image "busybox" is not allowed by ConfigMap widget-policy`, Warn: `image "busybox" is not pinned`},
 	{Name: "server-side dry-run", Setup: widgetPolicy(controller.AllowedImagesKey, prefixes), Request: make("busybox:1.36", nil, client.DryRunAll), Deny: busybox},
 }
 

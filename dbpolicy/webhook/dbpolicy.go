@@ -63,17 +63,30 @@ func (Validator) Handle(_ context.Context, req admission.Request) admission.Resp
 	}
 	spec := field.NewPath("spec")
 	errs := required(spec, &db)
+	var warnings []string
 	if req.Operation == admissionv1.Update {
 		var old database
 		if resp, ok := admit.DecodeJSON(req.Kind, DatabaseGVK, req.OldObject, &old); !ok {
 			return resp
 		}
 		errs = append(errs, transitions(spec, &old, &db)...)
+		warnings = majorUpgrade(&old, &db)
 	}
 	if len(errs) > 0 {
-		return admission.Denied(errs.ToAggregate().Error())
+		return admission.Denied(errs.ToAggregate().Error()).WithWarnings(warnings...)
 	}
-	return admission.Allowed("")
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// majorUpgrade warns of an upgrade to a new major version: allowed, and never to be undone, since
+// the version cannot be downgraded.
+func majorUpgrade(old, db *database) []string {
+	was, errOld := utilversion.ParseGeneric(old.Spec.Version)
+	now, errNew := utilversion.ParseGeneric(db.Spec.Version)
+	if errOld != nil || errNew != nil || now.Major() <= was.Major() {
+		return nil
+	}
+	return []string{fmt.Sprintf("spec.version: a major upgrade from %s to %s cannot be rolled back", old.Spec.Version, db.Spec.Version)}
 }
 
 func required(spec *field.Path, db *database) field.ErrorList {

@@ -127,9 +127,10 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 
 // replicas allows n unless it exceeds the namespace's maximum. On an update (previous >= 0) only
 // an increase is held to it, so a Deployment above a lowered maximum can still be edited or
-// scaled down, never up.
+// scaled down, never up. Replicas that change to exactly a maximum the ConfigMap sets are
+// allowed with a warning.
 func (v *Validator) replicas(ctx context.Context, namespace string, n, previous int32) admission.Response {
-	maxReplicas, err := v.maxReplicas(ctx, namespace)
+	maxReplicas, declared, err := v.maxReplicas(ctx, namespace)
 	if err != nil {
 		var denial admit.Denial
 		if errors.As(err, &denial) {
@@ -141,26 +142,34 @@ func (v *Validator) replicas(ctx context.Context, namespace string, n, previous 
 		return admission.Denied(fmt.Sprintf("namespace policy allows at most %d replicas (ConfigMap %s, key %s); asked for %d",
 			maxReplicas, PolicyConfigMap, MaxReplicasKey, n))
 	}
+	if declared && n == maxReplicas && n != previous && n > 0 {
+		return admission.Allowed("").WithWarnings(CeilingWarning(n))
+	}
 	return admission.Allowed("")
 }
 
-// maxReplicas reads the policy live: DefaultMaxReplicas without the ConfigMap or the key; a value
-// that is not a non-negative integer is a policyError (a denial naming the ConfigMap), never a
-// silent default.
-func (v *Validator) maxReplicas(ctx context.Context, namespace string) (int32, error) {
+// CeilingWarning is the warning for replicas that reach the namespace's maximum.
+func CeilingWarning(n int32) string {
+	return fmt.Sprintf("replicas %d reach the namespace ceiling (ConfigMap %s, key %s): more will be denied", n, PolicyConfigMap, MaxReplicasKey)
+}
+
+// maxReplicas reads the policy live: DefaultMaxReplicas without the ConfigMap or the key
+// (declared false); a value that is not a non-negative integer is a policyError (a denial naming
+// the ConfigMap), never a silent default.
+func (v *Validator) maxReplicas(ctx context.Context, namespace string) (maxReplicas int32, declared bool, err error) {
 	policy, err := admit.Policy(ctx, v.Policy, namespace, PolicyConfigMap)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	s, ok := policy[MaxReplicasKey]
 	if !ok {
-		return DefaultMaxReplicas, nil
+		return DefaultMaxReplicas, false, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil || n < 0 {
-		return 0, admit.Denial(fmt.Sprintf("ConfigMap %s/%s: %s=%q is not a non-negative integer; fix the policy", namespace, PolicyConfigMap, MaxReplicasKey, s))
+		return 0, true, admit.Denial(fmt.Sprintf("ConfigMap %s/%s: %s=%q is not a non-negative integer; fix the policy", namespace, PolicyConfigMap, MaxReplicasKey, s))
 	}
-	return int32(n), nil
+	return int32(n), true, nil
 }
 
 func replicasOf(d *appsv1.Deployment) int32 {

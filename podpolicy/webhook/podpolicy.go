@@ -150,7 +150,19 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) admission
 	if reasons := violations(ns, pod); len(reasons) > 0 {
 		return admission.Denied(strings.Join(reasons, "; "))
 	}
-	return admission.Allowed("")
+	return admission.Allowed("").WithWarnings(warnings(ns, pod)...)
+}
+
+// warnings name what an admitted Pod does that its Namespace allows but should be rare: a
+// privileged container.
+func warnings(ns *corev1.Namespace, pod *corev1.Pod) []string {
+	var out []string
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			out = append(out, fmt.Sprintf("container %s is privileged, as namespace %s allows (label %s=true)", c.Name, ns.Name, AllowPrivilegedLabel))
+		}
+	}
+	return out
 }
 
 // namespace reads name from the cache; on a miss, one live GET shared by every concurrent miss for

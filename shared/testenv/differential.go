@@ -6,7 +6,9 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kpatterns/kpatterns/shared/app"
@@ -36,6 +39,9 @@ type Case struct {
 	Request func(ctx context.Context, c client.Client, ns string) error
 	// Deny is empty for a request both forms admit, else what both denials say.
 	Deny string
+	// Warn is empty for a request that must draw no warning, else what the warning of both forms
+	// says (kubectl prints warnings; a denial carries none here).
+	Warn string
 	// Differs, when set, says why the policy decides otherwise on purpose; PolicyDeny is then the
 	// policy's decision ("" admitted), and Deny the webhook's.
 	Differs, PolicyDeny string
@@ -60,17 +66,24 @@ func (e *Env) Differential(t *testing.T, policies []client.Object, cases []Case)
 	if err := e.skipPolicyRuns(ctx); err != nil {
 		t.Fatal(err)
 	}
+	r := &warnings{}
+	cfg := rest.CopyConfig(e.Admin)
+	cfg.WarningHandlerWithContext = r
+	cl, err := client.New(cfg, client.Options{Scheme: e.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var diffs []string
 	t.Run("webhook", func(t *testing.T) {
 		e.Manager(t) // stopped when this subtest ends
 		for _, c := range cases {
-			if d := e.runCase(ctx, c, nil, c.Deny, "admission webhook"); d != "" {
+			if d := run(ctx, cl, r, c, nil, c.Deny, "admission webhook"); d != "" {
 				diffs = append(diffs, "webhook: "+c.Name+": "+d)
 			}
 		}
 	})
-	run := utilrand.String(6)
-	bound, err := bindToRun(policies, run)
+	id := utilrand.String(6)
+	bound, err := bindToRun(policies, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +93,7 @@ func (e *Env) Differential(t *testing.T, policies []client.Object, cases []Case)
 		}
 		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), p) })
 	}
-	runLabel := map[string]string{policyRunLabel: run}
+	runLabel := map[string]string{policyRunLabel: id}
 	want := func(c Case) string {
 		if c.Differs != "" {
 			return c.PolicyDeny
@@ -94,7 +107,7 @@ func (e *Env) Differential(t *testing.T, policies []client.Object, cases []Case)
 			if !c.Probe {
 				continue
 			}
-			if d := e.runCase(ctx, c, runLabel, want(c), "AdmissionPolicy"); d != "" {
+			if d := run(ctx, cl, r, c, runLabel, want(c), "AdmissionPolicy"); d != "" {
 				waiting = append(waiting, c.Name+": "+d)
 			}
 		}
@@ -107,16 +120,17 @@ func (e *Env) Differential(t *testing.T, policies []client.Object, cases []Case)
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, c := range cases {
-		if d := e.runCase(ctx, c, runLabel, want(c), "AdmissionPolicy"); d != "" {
+		if d := run(ctx, cl, r, c, runLabel, want(c), "AdmissionPolicy"); d != "" {
 			diffs = append(diffs, "policy: "+c.Name+": "+d)
 		}
 	}
 	return diffs
 }
 
-// runCase runs c in a new namespace and says how its decision differs from deny, from a denier
-// whose messages contain by ("" if it does not).
-func (e *Env) runCase(ctx context.Context, c Case, extra map[string]string, deny, by string) string {
+// run runs c in a new namespace with cl, whose warnings go to r, and says how its decision
+// differs from deny, from a denier whose messages contain by, or its warnings from c's ("" if
+// neither does).
+func run(ctx context.Context, cl client.Client, r *warnings, c Case, extra map[string]string, deny, by string) string {
 	labels := map[string]string{}
 	for k, v := range c.Labels {
 		labels[k] = v
@@ -125,26 +139,51 @@ func (e *Env) runCase(ctx context.Context, c Case, extra map[string]string, deny
 		labels[k] = v
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "d-" + utilrand.String(6), Labels: labels}}
-	if err := e.Client.Create(ctx, ns); err != nil {
+	if err := cl.Create(ctx, ns); err != nil {
 		return "namespace: " + err.Error()
 	}
 	if c.Setup != nil {
-		if err := c.Setup(ctx, e.Client, ns.Name); err != nil {
+		if err := c.Setup(ctx, cl, ns.Name); err != nil {
 			return "setup: " + err.Error()
 		}
 	}
-	err := c.Request(ctx, e.Client, ns.Name)
+	r.reset()
+	err := c.Request(ctx, cl, ns.Name)
+	warned := r.reset()
 	switch {
 	case deny == "" && err != nil:
 		return fmt.Sprintf("refused (%v), want it admitted", err)
-	case deny == "":
-		return ""
-	case err == nil:
+	case deny != "" && err == nil:
 		return fmt.Sprintf("admitted, want a denial saying %q", deny)
-	case !strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), deny):
+	case deny != "" && (!strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), deny)):
 		return fmt.Sprintf("refused with %q, want a denial by %s saying %q", err, by, deny)
+	case c.Warn == "" && len(warned) > 0:
+		return fmt.Sprintf("warned %q, want no warning", warned)
+	case c.Warn != "" && !slices.ContainsFunc(warned, func(w string) bool { return strings.Contains(w, c.Warn) }):
+		return fmt.Sprintf("warned %q, want a warning saying %q", warned, c.Warn)
 	}
 	return ""
+}
+
+// warnings records the warnings the API server sends with its answers.
+type warnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+// reset returns the warnings recorded so far and forgets them.
+func (w *warnings) reset() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := w.seen
+	w.seen = nil
+	return seen
 }
 
 // skipPolicyRuns makes the pattern's webhooks skip the namespaces of policy runs.
@@ -258,22 +297,32 @@ func (e *Env) DecideAlike(t *testing.T, cases []Case) {
 }
 
 // FindsPlanted checks that the suite is a test that can fail: with from replaced by to in the
-// first validation expression of the pattern's policies that holds it (a planted difference), it
-// must report the case named want for the policy.
+// first variable or validation expression of the pattern's ValidatingAdmissionPolicies that holds
+// it (a planted difference), it must report the case named want for the policy.
 func (e *Env) FindsPlanted(t *testing.T, cases []Case, from, to, want string) {
 	t.Helper()
 	planted := e.Policies(t) // rendered afresh: changed here only
 	done := false
 	for _, o := range planted {
 		p, ok := o.(*admissionregistrationv1.ValidatingAdmissionPolicy)
-		for i := 0; ok && !done && i < len(p.Spec.Validations); i++ {
-			if v := &p.Spec.Validations[i]; strings.Contains(v.Expression, from) {
-				v.Expression, done = strings.Replace(v.Expression, from, to, 1), true
+		if !ok {
+			continue
+		}
+		exprs := []*string{}
+		for i := range p.Spec.Variables {
+			exprs = append(exprs, &p.Spec.Variables[i].Expression)
+		}
+		for i := range p.Spec.Validations {
+			exprs = append(exprs, &p.Spec.Validations[i].Expression)
+		}
+		for _, x := range exprs {
+			if !done && strings.Contains(*x, from) {
+				*x, done = strings.Replace(*x, from, to, 1), true
 			}
 		}
 	}
 	if !done {
-		t.Fatalf("no validation expression holds %q: plant the difference elsewhere", from)
+		t.Fatalf("no expression holds %q: plant the difference elsewhere", from)
 	}
 	diffs := e.Differential(t, planted, cases)
 	for _, d := range diffs {

@@ -72,12 +72,26 @@ type Validator struct {
 
 // ValidateCreate implements admission.Validator.
 func (v *Validator) ValidateCreate(ctx context.Context, w *v1alpha1.Widget) (admission.Warnings, error) {
-	return nil, v.validate(ctx, w, nil)
+	return Warnings(w, nil), v.validate(ctx, w, nil)
 }
 
 // ValidateUpdate implements admission.Validator.
 func (v *Validator) ValidateUpdate(ctx context.Context, old, w *v1alpha1.Widget) (admission.Warnings, error) {
-	return nil, v.validate(ctx, w, old)
+	return Warnings(w, old), v.validate(ctx, w, old)
+}
+
+// Warnings are what a Widget is admitted with but should not be: a new image that is not pinned
+// (no tag, or the tag latest, and no digest), so its Pods may run different code from one
+// restart to the next.
+func Warnings(w, old *v1alpha1.Widget) admission.Warnings {
+	image := w.Spec.Image
+	if old != nil && old.Spec.Image == image || strings.Contains(image, "@") {
+		return nil
+	}
+	if name := image[strings.LastIndex(image, "/")+1:]; strings.Contains(name, ":") && !strings.HasSuffix(image, ":latest") {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf("image %q is not pinned: name a tag other than latest, or a digest", image)}
 }
 
 // ValidateDelete implements admission.Validator: a deletion is never held to the policy.
