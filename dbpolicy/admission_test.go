@@ -96,6 +96,9 @@ var cases = []testenv.Case{
 	{Name: "a minor upgrade", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"version": "16.3"})},
 	{Name: "a major upgrade with a shrink", Setup: db(pg("15.6", 20)), Request: set(map[string]any{"version": "v16", "storageGiB": int64(10)}),
 		Deny: "spec.storageGiB: Forbidden: database storage cannot shrink from 20 to 10 GiB"},
+	{Name: "an update to a version past uint64 (an expression error)", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"version": "99999999999999999999.0"}),
+		Deny: `spec.version: Invalid value: "99999999999999999999.0"`, PolicyDeny: "resulted in error",
+		Differs: "semver() fails on a component past uint64: the policy's expression errors and its failurePolicy Fail refuses the update, where the webhook names the invalid version"},
 	{Name: "all three at once", Setup: db(pg("16.2", 20)), Request: set(map[string]any{"engine": "mysql", "version": "9.1", "storageGiB": int64(1)}),
 		Deny: `[spec.storageGiB: Forbidden: database storage cannot shrink from 20 to 1 GiB, spec.engine: Forbidden: the engine is immutable: was "postgres", asked for "mysql", spec.version: Forbidden: the version cannot be downgraded from 16.2 to 9.1]`},
 

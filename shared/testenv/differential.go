@@ -82,18 +82,7 @@ func (e *Env) Differential(t *testing.T, policies []client.Object, cases []Case)
 			}
 		}
 	})
-	id := utilrand.String(6)
-	bound, err := bindToRun(policies, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range bound {
-		if err := e.Client.Create(ctx, p); err != nil {
-			t.Fatalf("policy %s: %v", p.GetName(), err)
-		}
-		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), p) })
-	}
-	runLabel := map[string]string{policyRunLabel: id}
+	runLabel := e.BindPolicies(t, policies)
 	want := func(c Case) string {
 		if c.Differs != "" {
 			return c.PolicyDeny
@@ -184,6 +173,28 @@ func (w *warnings) reset() []string {
 	seen := w.seen
 	w.seen = nil
 	return seen
+}
+
+// BindPolicies creates policies (as app.PolicyObjects renders them) for the rest of the test,
+// each binding narrowed to namespaces with the returned labels, which the pattern's webhooks
+// skip. The API server loads them asynchronously: wait for a request they decide.
+func (e *Env) BindPolicies(t *testing.T, policies []client.Object) map[string]string {
+	t.Helper()
+	if err := e.skipPolicyRuns(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	id := utilrand.String(6)
+	bound, err := bindToRun(policies, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range bound {
+		if err := e.Client.Create(t.Context(), p); err != nil {
+			t.Fatalf("policy %s: %v", p.GetName(), err)
+		}
+		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), p) })
+	}
+	return map[string]string{policyRunLabel: id}
 }
 
 // skipPolicyRuns makes the pattern's webhooks skip the namespaces of policy runs.

@@ -78,46 +78,47 @@ func CompareLatency(b *testing.B, rates []int, baseline, variant func(rate int) 
 	for _, rate := range rates {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
 			for range b.N {
-				cpu0 := machineCPU()
+				cpu0 := MachineCPU()
 				base, err := Paced(rate, rate*5, baseline(rate))
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu1 := machineCPU()
+				cpu1 := MachineCPU()
 				hooked, err := Paced(rate, rate*5, variant(rate))
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu2 := machineCPU()
+				cpu2 := MachineCPU()
 				ReportLatency(b, base, hooked)
 				if cpu0.total > 0 {
-					b.ReportMetric(cpu1.busySince(cpu0), "baseline-machine-busy-%")
-					b.ReportMetric(cpu2.busySince(cpu1), "webhook-machine-busy-%")
+					b.ReportMetric(cpu1.BusySince(cpu0), "baseline-machine-busy-%")
+					b.ReportMetric(cpu2.BusySince(cpu1), "webhook-machine-busy-%")
 				}
 			}
 		})
 	}
 }
 
-// cpuTimes is the machine's CPU time in clock ticks, all CPUs together, from /proc/stat (Linux);
+// CPUTimes is the machine's CPU time in clock ticks, all CPUs together, from /proc/stat (Linux);
 // zero where there is none. Used to show whether a latency tail coincides with a saturated machine.
-type cpuTimes struct{ idle, total uint64 }
+type CPUTimes struct{ idle, total uint64 }
 
-func machineCPU() cpuTimes {
+// MachineCPU reads the machine's CPU times now.
+func MachineCPU() CPUTimes {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return cpuTimes{}
+		return CPUTimes{}
 	}
 	line, _, _ := strings.Cut(string(data), "\n")
 	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
 	if len(fields) < 5 || fields[0] != "cpu" {
-		return cpuTimes{}
+		return CPUTimes{}
 	}
-	var t cpuTimes
+	var t CPUTimes
 	for i, f := range fields[1:] {
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			return cpuTimes{}
+			return CPUTimes{}
 		}
 		t.total += v
 		if i == 3 || i == 4 { // idle, iowait
@@ -127,8 +128,8 @@ func machineCPU() cpuTimes {
 	return t
 }
 
-// busySince is the percentage of all CPUs' time that was not idle between then and t.
-func (t cpuTimes) busySince(then cpuTimes) float64 {
+// BusySince is the percentage of all CPUs' time that was not idle between then and t.
+func (t CPUTimes) BusySince(then CPUTimes) float64 {
 	if t.total <= then.total {
 		return 0
 	}

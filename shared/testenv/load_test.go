@@ -9,11 +9,11 @@ import (
 )
 
 func TestBusySince(t *testing.T) {
-	then := cpuTimes{idle: 100, total: 200}
-	if got := (cpuTimes{idle: 130, total: 300}).busySince(then); got != 70 {
+	then := CPUTimes{idle: 100, total: 200}
+	if got := (CPUTimes{idle: 130, total: 300}).BusySince(then); got != 70 {
 		t.Errorf("busy = %v%%, want 70%%", got)
 	}
-	if got := then.busySince(then); got != 0 {
+	if got := then.BusySince(then); got != 0 {
 		t.Errorf("no time passed: busy = %v%%, want 0", got)
 	}
 }
