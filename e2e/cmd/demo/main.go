@@ -103,6 +103,7 @@ func run() error {
 		return err
 	}
 	d.cfg = cfg
+	cfg.WarningHandlerWithContext = kubectlWarnings{} // admission warnings printed as kubectl prints them
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
@@ -551,6 +552,29 @@ func (d *demo) deploypolicy() error {
 		return err
 	}
 
+	step("The same rules as admission policies that kube-apiserver runs itself: install --admission=policy replaces the webhooks, and the webhook process is stopped")
+	if err := d.install("deploypolicy", "--admission=policy"); err != nil {
+		return err
+	}
+	d.stop("deploypolicy")
+	fmt.Println("    kubectl -n demo-policy scale deployment demo-api --replicas=5")
+	deadline := time.Now().Add(30 * time.Second) // kube-apiserver loads policies asynchronously
+	err = scale(5)
+	for ; err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy"); err = scale(5) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the policies were not in effect after 30 s: %v", err)
+		}
+		if err == nil { // admitted before the policies took effect: back under the ceiling
+			if err := scale(3); err != nil {
+				return err
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := expectDenied(err); err != nil {
+		return err
+	}
+
 	step("The Widget pattern has admission too (same process as its controller): " + policyNS + "'s " + widget.PolicyConfigMap + " allows only nginx images")
 	wp := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: widget.PolicyConfigMap, Namespace: policyNS},
 		Data: map[string]string{widget.AllowedImagesKey: "nginx:"}}
@@ -680,11 +704,21 @@ func (d *demo) updateDeployment(dep *appsv1.Deployment, mutate func(*appsv1.Depl
 }
 
 // expectDenied prints an admission denial as kubectl would, and fails on anything else.
+// kubectlWarnings prints the API server's warnings as kubectl does.
+type kubectlWarnings struct{}
+
+func (kubectlWarnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	fmt.Printf("    Warning: %s\n", text)
+}
+
+// expectDenied prints an admission denial as kubectl does: Forbidden from a webhook, Invalid from
+// an admission policy (a demo run again may meet the policies of its previous run for a moment
+// after they were pruned).
 func expectDenied(err error) error {
-	if !apierrors.IsForbidden(err) {
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 		return fmt.Errorf("expected a denial, got %v", err)
 	}
-	fmt.Printf("    Error from server (Forbidden): %v\n", err)
+	fmt.Printf("    Error from server (%s): %v\n", apierrors.ReasonForError(err), err)
 	return nil
 }
 
@@ -754,10 +788,7 @@ func (d *demo) start(pattern string) error {
 		install, run = w.InstallArgs(), w.RunArgs()
 		fmt.Printf("%s certs --dir %s --hosts 127.0.0.1   # a development CA and serving certificate\n", pattern, w.Dir)
 	}
-	cmd := exec.Command(bin, append([]string{"install", "--kubeconfig", d.kubeconfig}, install...)...)
-	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+ns)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
+	if err := d.install(pattern, install...); err != nil {
 		return err
 	}
 	// A rerun replaces the previous process; cluster:down stops it with the cluster (its command
@@ -775,6 +806,14 @@ func (d *demo) start(pattern string) error {
 	}
 	fmt.Printf("%s running (pid %d), ready on http://%s/readyz\n", pattern, p.Cmd.Process.Pid, p.ProbeAddr)
 	return os.WriteFile(pidFile, []byte(strconv.Itoa(p.Cmd.Process.Pid)), 0o644)
+}
+
+// install runs the pattern's install with args, its output shown.
+func (d *demo) install(pattern string, args ...string) error {
+	cmd := exec.Command(filepath.Join(filepath.Dir(d.dir), "bin", pattern), append([]string{"install", "--kubeconfig", d.kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+ns)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
 }
 
 // pid is the pattern process the demo started, 0 if none.
