@@ -15,6 +15,8 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,6 +64,23 @@ func scale(n int32) step {
 	return func(ctx context.Context, c client.Client, ns string) error {
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d"}}
 		return c.SubResource("scale").Update(ctx, d, client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}}))
+	}
+}
+
+// diff is the request `kubectl diff` makes for a Deployment "d" with n replicas: a server-side
+// apply, dry-run (the webhooks declare sideEffects: None, so they are called for it).
+func diff(n int32) step {
+	return func(ctx context.Context, c client.Client, ns string) error {
+		d := deployment(ns, "d", &n, nil, nil)
+		d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		unstructured.RemoveNestedField(u.Object, "status")
+		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership, client.DryRunAll)
 	}
 }
 
@@ -144,6 +163,8 @@ var cases = []testenv.Case{
 		}},
 
 	{Name: "server-side dry-run past the ceiling", Setup: withPolicy("3"), Request: create(ptr.To[int32](4), nil, nil, client.DryRunAll), Deny: ceiling3 + "4"},
+	{Name: "server-side apply dry-run past the ceiling (kubectl diff)", Setup: withPolicy("3"), Request: diff(4), Deny: ceiling3 + "4"},
+	{Name: "server-side apply dry-run within it (kubectl diff)", Setup: withPolicy("3"), Request: diff(2)},
 	{Name: "server-side dry-run defaults", Request: func(ctx context.Context, c client.Client, ns string) error {
 		d := deployment(ns, "d", nil, nil, nil)
 		if err := c.Create(ctx, d, client.DryRunAll); err != nil {
