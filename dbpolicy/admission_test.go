@@ -112,3 +112,6 @@ func TestDifferentialSuiteFindsAPlantedDifference(t *testing.T) {
 	env.FindsPlanted(t, cases, "size(variables.violations) == 0",
 		"size(variables.violations) == 0 || variables.update && object.spec.storageGiB < oldObject.spec.storageGiB", "shrink")
 }
+
+// With no webhook process serving, failurePolicy Fail refuses every Database write.
+func TestWebhookDownRefuses(t *testing.T) { env.WebhookDownRefuses(t, nil, db(pg("16.2", 20))) }

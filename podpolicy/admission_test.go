@@ -94,3 +94,9 @@ func TestDifferentialSuiteFindsAPlantedDifference(t *testing.T) {
 	env.FindsPlanted(t, cases, "size(variables.violations) == 0",
 		"size(variables.violations) == 0 || variables.violations.all(v, v.startsWith('container init '))", "a privileged init container")
 }
+
+// With no webhook process serving, failurePolicy Fail refuses every Pod create in a governed
+// namespace.
+func TestWebhookDownRefuses(t *testing.T) {
+	env.WebhookDownRefuses(t, governed(webhook.AllowPodsLabel), create())
+}

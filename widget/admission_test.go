@@ -128,3 +128,6 @@ func TestDifferentialSuiteFindsAPlantedDifference(t *testing.T) {
 	env.FindsPlanted(t, cases, "variables.prefixes.exists(p, object.spec.image.startsWith(p))",
 		"variables.prefixes.exists(p, object.spec.image.endsWith(p))", "allowed prefix")
 }
+
+// With no webhook process serving, failurePolicy Fail refuses every Widget write.
+func TestWebhookDownRefuses(t *testing.T) { env.WebhookDownRefuses(t, nil, make("nginx:1.27", nil)) }

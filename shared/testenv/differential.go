@@ -343,3 +343,17 @@ func (e *Env) FindsPlanted(t *testing.T, cases []Case, from, to, want string) {
 	}
 	t.Errorf("the planted difference (%q for %q) was not reported for %q; reported: %q", to, from, want, diffs)
 }
+
+// WebhookDownRefuses checks what a webhook that nothing serves does to the requests it governs:
+// with no manager of the pattern running (call it from a test that starts none), request, made in
+// a new namespace with labels, is refused by kube-apiserver (failurePolicy Fail).
+func (e *Env) WebhookDownRefuses(t *testing.T, labels map[string]string, request Step) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + utilrand.String(6), Labels: labels}}
+	if err := e.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := request(t.Context(), e.Client, ns.Name); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Fatalf("err = %v, want the request refused: failed calling webhook", err)
+	}
+}
