@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -98,7 +97,9 @@ func TestAdmissionChoice(t *testing.T) {
 			removeWebhooks(ctx, t, cfg, "deploypolicy")
 			stop()
 			installPattern(ctx, t, cfg, "deploypolicy", "--admission=policy")
-			t.Cleanup(func() { uninstallPattern(t, cfg, "deploypolicy", "--admission=policy") })
+			t.Cleanup(func() {
+				patternCommand(context.Background(), t, cfg, "deploypolicy", "uninstall", "--admission=policy")
+			})
 			testenv.Eventually(t, "the policies in effect", func() error {
 				err := create(governed, 11)(0)
 				if err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
@@ -231,14 +232,4 @@ func cpuSeconds(pid int) float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // USER_HZ
-}
-
-// uninstallPattern runs the pattern's uninstall with extra flags.
-func uninstallPattern(t *testing.T, cfg *envconf.Config, pattern string, extra ...string) {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(bins, pattern), append([]string{"uninstall"}, extra...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cfg.KubeconfigFile(), "KPATTERNS_NAMESPACE="+operatorNamespace)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("%s uninstall: %v\n%s", pattern, err, b)
-	}
 }

@@ -155,10 +155,17 @@ func installPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, patt
 	if kindRun {
 		install = append(install, "--image", image(pattern))
 	}
-	cmd := command(ctx, root, filepath.Join(bins, pattern), install...)
+	patternCommand(ctx, t, cfg, pattern, install...)
+}
+
+// patternCommand runs one command of the pattern's binary (install, uninstall) with the cluster's
+// kubeconfig in the operator namespace; an error fails the test.
+func patternCommand(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern string, args ...string) {
+	t.Helper()
+	cmd := command(ctx, root, filepath.Join(bins, pattern), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cfg.KubeconfigFile(), "KPATTERNS_NAMESPACE="+operatorNamespace)
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s install: %v", pattern, err)
+		t.Fatalf("%s %s: %v", pattern, args[0], err)
 	}
 }
 

@@ -157,9 +157,18 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) admission
 // privileged container.
 func warnings(ns *corev1.Namespace, pod *corev1.Pod) []string {
 	var out []string
+	for _, c := range privileged(pod) {
+		out = append(out, fmt.Sprintf("container %s is privileged, as namespace %s allows (label %s=true)", c, ns.Name, AllowPrivilegedLabel))
+	}
+	return out
+}
+
+// privileged names the Pod's privileged containers, init containers first.
+func privileged(pod *corev1.Pod) []string {
+	var out []string
 	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-			out = append(out, fmt.Sprintf("container %s is privileged, as namespace %s allows (label %s=true)", c.Name, ns.Name, AllowPrivilegedLabel))
+			out = append(out, c.Name)
 		}
 	}
 	return out
@@ -205,10 +214,8 @@ func violations(ns *corev1.Namespace, pod *corev1.Pod) []string {
 	}
 	var out []string
 	if !allows(AllowPrivilegedLabel) {
-		for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
-			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-				out = append(out, fmt.Sprintf("container %s is privileged; namespace %s does not allow it (label %s=true)", c.Name, ns.Name, AllowPrivilegedLabel))
-			}
+		for _, c := range privileged(pod) {
+			out = append(out, fmt.Sprintf("container %s is privileged; namespace %s does not allow it (label %s=true)", c, ns.Name, AllowPrivilegedLabel))
 		}
 	}
 	if !allows(AllowHostNamespacesLabel) {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -353,23 +352,9 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 
 // readCRDs reads crd/*.yaml from the pattern's config, sorted by file name.
 func readCRDs(config fs.FS) ([]client.Object, error) {
-	if config == nil {
-		return nil, nil
-	}
-	files, err := fs.Glob(config, "crd/*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(files)
-	var out []client.Object
-	for _, f := range files {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := readYAML(config, f, crd); err != nil {
-			return nil, err
-		}
-		out = append(out, crd)
-	}
-	return out, nil
+	return readGlob(config, "crd/*.yaml", map[string]func() client.Object{
+		"CustomResourceDefinition": func() client.Object { return &apiextensionsv1.CustomResourceDefinition{} },
+	})
 }
 
 // readRules reads the rules of the ClusterRole controller-gen wrote to rbac/role.yaml; it writes

@@ -6,7 +6,6 @@ package app
 import (
 	"fmt"
 	"io/fs"
-	"sort"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,12 +43,6 @@ func admissionMode(p Pattern, mode string) (string, error) {
 		return mode, nil
 	}
 	return "", fmt.Errorf("--admission %q: want webhook, policy or both", mode)
-}
-
-// HasPolicies reports whether the pattern has admission policies.
-func HasPolicies(p Pattern) (bool, error) {
-	objs, err := readPolicies(p.Config)
-	return len(objs) > 0, err
 }
 
 // PolicyObjects are the pattern's admission policies and bindings as Objects renders them with
@@ -99,26 +92,10 @@ func excludeNamespaces(sel *metav1.LabelSelector, operatorNamespace string) *met
 // readPolicies reads policy/*.yaml from the pattern's config (sorted by file name): admission
 // policies and their bindings.
 func readPolicies(config fs.FS) ([]client.Object, error) {
-	if config == nil {
-		return nil, nil
-	}
-	files, err := fs.Glob(config, "policy/*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(files)
-	var out []client.Object
-	for _, f := range files {
-		objs, err := readObjects(config, f, map[string]func() client.Object{
-			"ValidatingAdmissionPolicy":        func() client.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
-			"ValidatingAdmissionPolicyBinding": func() client.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
-			"MutatingAdmissionPolicy":          func() client.Object { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
-			"MutatingAdmissionPolicyBinding":   func() client.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
-		})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, objs...)
-	}
-	return out, nil
+	return readGlob(config, "policy/*.yaml", map[string]func() client.Object{
+		"ValidatingAdmissionPolicy":        func() client.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
+		"ValidatingAdmissionPolicyBinding": func() client.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
+		"MutatingAdmissionPolicy":          func() client.Object { return &admissionregistrationv1.MutatingAdmissionPolicy{} },
+		"MutatingAdmissionPolicyBinding":   func() client.Object { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} },
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sort"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -60,6 +61,27 @@ func webhookConfigs(config fs.FS) ([]*admissionregistrationv1.MutatingWebhookCon
 		}
 	}
 	return mutating, validating, err
+}
+
+// readGlob reads the files of config matching pattern, sorted by name, as readObjects does.
+func readGlob(config fs.FS, pattern string, kinds map[string]func() client.Object) ([]client.Object, error) {
+	if config == nil {
+		return nil, nil
+	}
+	files, err := fs.Glob(config, pattern)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []client.Object
+	for _, f := range files {
+		objs, err := readObjects(config, f, kinds)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
 }
 
 // readObjects strictly decodes the YAML documents of file in config (none if config or file is
