@@ -159,8 +159,8 @@ func buildDeployImages() {
 }
 
 // deployExtra are install flags of a pattern beyond deployFlags: mirror runs a standby for its
-// rolling restart.
-var deployExtra = map[string][]string{"mirror": {"--replicas", "2"}}
+// rolling restart; sharding three active replicas.
+var deployExtra = map[string][]string{"mirror": {"--replicas", "2"}, "sharding": {"--replicas", "3"}}
 
 // duringRollingRestart checks a pattern through a rolling restart of its Deployment
 // (`kubectl rollout restart`): a webhook pattern answers a steady stream of admission requests
@@ -537,6 +537,22 @@ func decodeYAML(b []byte) ([]*unstructured.Unstructured, error) {
 // namespace work while the pattern runs as a Pod; each names its objects after its pattern.
 var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c client.Client, work string){
 	"mirror": mirrored,
+	"sharding": func(ctx context.Context, t *testing.T, c client.Client, work string) { // the ring: its three Pods
+		var pods corev1.PodList
+		waitFor(t, "the ring settled on sharding's three Pods", func(ctx context.Context) (bool, error) {
+			if err := c.List(ctx, &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"app.kubernetes.io/name": "sharding"}); err != nil {
+				return false, err
+			}
+			var members []string
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil {
+					members = append(members, p.Name)
+				}
+			}
+			return len(members) == 3 && ringSettled(ctx, c, members...) == nil, nil
+		})
+		mirrored(ctx, t, c, work)
+	},
 	"multi": func(ctx context.Context, t *testing.T, c client.Client, work string) { // three patterns, one process
 		mirrored(ctx, t, c, work)
 		reloaded(ctx, t, c, work)

@@ -51,6 +51,7 @@ require (
 	github.com/kpatterns/kpatterns/conditional v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/deploypolicy v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/reloader v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/sharding v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/summary v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/widget v0.0.0-00010101000000-000000000000
 	github.com/moby/spdystream v0.5.1 // indirect
@@ -104,3 +105,5 @@ replace github.com/kpatterns/kpatterns/reloader => ../reloader
 replace github.com/kpatterns/kpatterns/summary => ../summary
 
 replace github.com/kpatterns/kpatterns/deploypolicy => ../deploypolicy
+
+replace github.com/kpatterns/kpatterns/sharding => ../sharding

@@ -47,7 +47,7 @@ var (
 const operatorNamespace = "default"
 
 // patterns are the binaries the suite runs.
-var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy", "childset", "finalizers", "lifespan", "multi"}
+var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy", "childset", "finalizers", "lifespan", "multi", "sharding"}
 
 // webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
 // on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).

@@ -166,6 +166,8 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 		// Webhooks are called at their Pods' addresses (the host routes the real node's Pod range),
 		// not at ClusterIPs, which only the real node's kube-proxy serves.
 		Set("enable-aggregator-routing", "true").
+		// List and watch by hash range (alpha): the sharding pattern's server mode.
+		Set("feature-gates", "ShardedListAndWatch=true").
 		Set("kubelet-client-certificate", filepath.Join(dir, "pki", kubeletClientCert)).
 		Set("kubelet-client-key", filepath.Join(dir, "pki", kubeletClientKey)).
 		Set("kubelet-preferred-address-types", "InternalIP,Hostname")

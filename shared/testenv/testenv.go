@@ -109,7 +109,9 @@ func Start(p Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
 	// As on clusters that enable it (OpenShift, hardened ones): setting blockOwnerDeletion on a
 	// child needs update on the owner's finalizers subresource, so that rule is tested too.
-	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement").
+		// As the local cluster does: list and watch by hash range (the sharding pattern's server mode).
+		Append("feature-gates", "ShardedListAndWatch=true")
 	objs = slices.DeleteFunc(objs, func(o client.Object) bool {
 		switch o := o.(type) {
 		case *admissionregistrationv1.MutatingWebhookConfiguration:

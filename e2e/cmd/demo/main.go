@@ -24,6 +24,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,6 +59,7 @@ import (
 	"github.com/kpatterns/kpatterns/shared/conditions"
 	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/rollout"
+	"github.com/kpatterns/kpatterns/shared/shard"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1alpha1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 	widget "github.com/kpatterns/kpatterns/widget/controller"
@@ -117,7 +119,7 @@ func run() error {
 	}
 	d.stop("multi")                   // a previous run's: the three patterns run on their own first
 	image := d.buildImage("childset") // for the last part, while the others run
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi,
+	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi, d.sharding,
 		func() error { return d.deployed("childset", image) }} {
 		if err := part(); err != nil {
 			return err
@@ -791,21 +793,26 @@ func (d *demo) start(pattern string) error {
 	if err := d.install(pattern, install...); err != nil {
 		return err
 	}
+	return d.run(pattern, pattern, run...)
+}
+
+// run (re)starts the process name (a pattern, or one replica of it) of pattern in the background,
+// as the pattern's ServiceAccount, with args added to its run command.
+func (d *demo) run(name, pattern string, args ...string) error {
 	// A rerun replaces the previous process; cluster:down stops it with the cluster (its command
 	// line names the cluster's kubeconfig).
-	d.stop(pattern)
-	pidFile := filepath.Join(d.dir, pattern+".pid")
-	log, err := os.OpenFile(filepath.Join(d.dir, "logs", pattern+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	d.stop(name)
+	log, err := os.OpenFile(filepath.Join(d.dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Close() }() // the pattern process keeps its own handle
-	p, err := localcluster.RunPattern(d.ctx, bin, d.kubeconfig, ns, log, true, run...)
+	p, err := localcluster.RunPattern(d.ctx, filepath.Join(filepath.Dir(d.dir), "bin", pattern), d.kubeconfig, ns, log, true, args...)
 	if err != nil {
 		return fmt.Errorf("%w; see %s", err, log.Name())
 	}
-	fmt.Printf("%s running (pid %d), ready on http://%s/readyz\n", pattern, p.Cmd.Process.Pid, p.ProbeAddr)
-	return os.WriteFile(pidFile, []byte(strconv.Itoa(p.Cmd.Process.Pid)), 0o644)
+	fmt.Printf("%s running (pid %d), ready on http://%s/readyz\n", name, p.Cmd.Process.Pid, p.ProbeAddr)
+	return os.WriteFile(filepath.Join(d.dir, name+".pid"), []byte(strconv.Itoa(p.Cmd.Process.Pid)), 0o644)
 }
 
 // install runs the pattern's install with args, its output shown.
@@ -1087,4 +1094,87 @@ func (d *demo) deployed(pattern string, image <-chan error) error {
 		return err
 	}
 	return d.bundleChildren(b, 3)
+}
+
+// sharding runs mirror's controller on three active replicas in place of multi's, each caching
+// and mirroring only the sources whose range it holds; one replica stops and its share moves.
+func (d *demo) sharding() error {
+	step("sharding: mirror's controller on three active replicas at once (in place of multi's), each mirroring the sources of its hash ranges")
+	d.stop("multi")
+	_ = d.c.DeleteAllOf(d.ctx, &corev1.Namespace{}, client.MatchingLabels{"demo": "sharding"}) // a previous run's
+	var sources []*corev1.ConfigMap
+	for range 6 {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "demo-shard-", Labels: map[string]string{"demo": "sharding"}}}
+		if err := d.c.Create(d.ctx, n); err != nil {
+			return err
+		}
+		for i := range 4 {
+			src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("settings-%d", i), Namespace: n.Name,
+				Labels: map[string]string{mirror.Label: mirror.Source}}, Data: map[string]string{"namespace": n.Name}}
+			if err := d.c.Create(d.ctx, src); err != nil {
+				return err
+			}
+			sources = append(sources, src)
+		}
+	}
+	fmt.Printf("    %d sources in 6 namespaces demo-shard-*\n", len(sources))
+	if err := d.install("sharding"); err != nil {
+		return err
+	}
+	members := []string{"a", "b", "c"}
+	for _, m := range members {
+		if err := d.run("sharding-"+m, "sharding", "--member", m); err != nil {
+			return err
+		}
+	}
+	if err := d.shares(sources, members...); err != nil {
+		return err
+	}
+	step("Stop replica b (SIGTERM): it stops its work, deletes its Lease, and its ranges move to a and c at once")
+	d.stop("sharding-b")
+	if err := d.shares(sources, "a", "c"); err != nil {
+		return err
+	}
+	step("Stop the replicas; multi takes mirroring back for what follows")
+	d.stop("sharding-a")
+	d.stop("sharding-c")
+	return d.start("multi")
+}
+
+// shares waits for the sharding ring to settle on members and every source to be mirrored, and
+// prints each member's share side by side (a source's range: the hash of its namespace).
+func (d *demo) shares(sources []*corev1.ConfigMap, members ...string) error {
+	var a shard.Assignment
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		var leases coordinationv1.LeaseList
+		if err := d.c.List(d.ctx, &leases, client.InNamespace(ns), client.MatchingLabels{shard.RingLabel: "sharding"}); err != nil {
+			return err
+		}
+		var err error
+		if a, err = shard.Settled(leases.Items, "sharding", members...); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("the ring did not settle on %v: %w", members, err)
+		}
+	}
+	for _, src := range sources {
+		child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace}}
+		if err := d.waitFor(src.Name+mirror.Suffix, child, func() bool { return child.Data["namespace"] == src.Namespace }); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("    assignment %d (Lease sharding):\n    MEMBER  RANGES  SOURCES  NAMESPACES\n", a.Generation)
+	for _, m := range members {
+		namespaces := map[string]int{}
+		n := 0
+		for _, src := range sources {
+			if a.Ranges[m].Has(shard.RangeOf(src.Namespace)) {
+				namespaces[src.Namespace]++
+				n++
+			}
+		}
+		fmt.Printf("    %-7s %-7d %-8d %s\n", m, a.Ranges[m].Len(), n, strings.Join(slices.Sorted(maps.Keys(namespaces)), " "))
+	}
+	fmt.Printf("    every one of the %d children mirrored\n", len(sources))
+	return nil
 }

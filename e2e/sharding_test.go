@@ -1,0 +1,144 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
+	mirror "github.com/kpatterns/kpatterns/mirror/controller"
+	sharding "github.com/kpatterns/kpatterns/sharding/controller"
+	"github.com/kpatterns/kpatterns/shared/shard"
+)
+
+// ringSettled is nil once the sharding ring has settled on exactly members.
+func ringSettled(ctx context.Context, c client.Client, members ...string) error {
+	var leases coordinationv1.LeaseList
+	if err := c.List(ctx, &leases, client.InNamespace(operatorNamespace), client.MatchingLabels{shard.RingLabel: sharding.Name}); err != nil {
+		return err
+	}
+	_, err := shard.Settled(leases.Items, sharding.Name, members...)
+	return err
+}
+
+// TestSharding runs sharding's replicas as processes (as its ServiceAccount) in each mode and
+// scales them 1 → 3 → 2 (SIGTERM) → 4 (one SIGKILLed, its Lease left to expire; three started)
+// while every source changes all along: at the end each child holds its source's last value (no
+// update lost) and the ring has settled on the live replicas only.
+func TestSharding(t *testing.T) {
+	if kindRun {
+		t.Skip("runs replica processes locally; the kind path deploys the Deployment instead")
+	}
+	f := features.New("sharding")
+	for _, mode := range []shard.Mode{shard.Server, shard.Label} {
+		f = f.Assess(string(mode)+" mode: scaled 1 → 3 → 2 → 4 while sources change, nothing lost", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			installPattern(ctx, t, cfg, "sharding")
+			var keys []client.ObjectKey
+			for range 6 {
+				ns := envconf.RandomName("shard", 12)
+				if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+				for i := range 10 {
+					src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: ns,
+						Labels: map[string]string{mirror.Label: mirror.Source}}, Data: map[string]string{"v": "0"}}
+					if err := c.Create(ctx, src); err != nil {
+						t.Fatal(err)
+					}
+					keys = append(keys, client.ObjectKeyFromObject(src))
+				}
+			}
+			r := &replicas{t: t, ctx: ctx, cfg: cfg, c: c, pattern: "sharding"}
+			run := func(member string) *localcluster.Pattern {
+				r.args = []string{"--member", member, "--sharding", string(mode), "--leader-elect-lease-duration", "4s",
+					"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+				return r.start()
+			}
+			settled := func(members ...string) {
+				waitFor(t, fmt.Sprintf("the ring settled on %v", members), func(ctx context.Context) (bool, error) {
+					return ringSettled(ctx, c, members...) == nil, nil
+				})
+			}
+
+			// A writer changes every source, round after round, until the scaling is done.
+			writes, stop := writeRounds(ctx, t, fastClient(t, cfg), keys)
+			r1 := run("r1")
+			settled("r1")
+			r2, r3 := run("r2"), run("r3")
+			settled("r1", "r2", "r3")
+			if err := r2.Stop(30 * time.Second); err != nil {
+				t.Errorf("r2 on SIGTERM: %v", err)
+			}
+			settled("r1", "r3")
+			_ = r3.Cmd.Process.Kill()
+			<-r3.Exited
+			later := []*localcluster.Pattern{r1, run("r4"), run("r5"), run("r6")}
+			settled("r1", "r4", "r5", "r6")
+			stop()
+			last := strconv.Itoa(writes())
+			waitFor(t, "every child holds its source's last value", func(ctx context.Context) (bool, error) {
+				for _, k := range keys {
+					child := &corev1.ConfigMap{}
+					if err := c.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name + mirror.Suffix}, child); err != nil {
+						return false, client.IgnoreNotFound(err)
+					}
+					if child.Data["v"] != last {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+			t.Logf("%s mode: %s rounds of writes to %d sources while scaling; every child holds the last", mode, last, len(keys))
+			for _, p := range later { // their Leases go with them; r3's expired one and the assignment here
+				if err := p.Stop(30 * time.Second); err != nil {
+					t.Errorf("a replica on SIGTERM: %v", err)
+				}
+			}
+			_ = c.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(operatorNamespace), client.MatchingLabels{shard.RingLabel: sharding.Name})
+			return ctx
+		})
+	}
+	testEnv.Test(t, f.Feature())
+}
+
+// writeRounds sets every source's value to 1, 2, … in rounds until stop; writes then returns the
+// value of the last complete round (every source holds it).
+func writeRounds(ctx context.Context, t *testing.T, c client.Client, keys []client.ObjectKey) (writes func() int, stop func()) {
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	round := 0
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			v := strconv.Itoa(round + 1)
+			for _, k := range keys {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace}}
+				if err := c.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"data":{"v":%q}}`, v))); err != nil {
+					t.Errorf("writing %s: %v", k, err)
+					return
+				}
+			}
+			round++
+		}
+	})
+	return func() int { wg.Wait(); return round }, func() { close(done) }
+}
