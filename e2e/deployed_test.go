@@ -540,7 +540,7 @@ var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c cli
 	"sharding": func(ctx context.Context, t *testing.T, c client.Client, work string) { // the ring: its three Pods
 		var pods corev1.PodList
 		waitFor(t, "the ring settled on sharding's three Pods", func(ctx context.Context) (bool, error) {
-			if err := c.List(ctx, &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"app.kubernetes.io/name": "sharding"}); err != nil {
+			if err := c.List(ctx, &pods, client.InNamespace(deployedNamespace), client.MatchingLabels{"app.kubernetes.io/name": "sharding"}); err != nil {
 				return false, err
 			}
 			var members []string
@@ -549,7 +549,7 @@ var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c cli
 					members = append(members, p.Name)
 				}
 			}
-			return len(members) == 3 && ringSettled(ctx, c, members...) == nil, nil
+			return len(members) == 3 && ringSettled(ctx, c, deployedNamespace, members...) == nil, nil
 		})
 		mirrored(ctx, t, c, work)
 	},

@@ -24,10 +24,10 @@ import (
 	"github.com/kpatterns/kpatterns/shared/shard"
 )
 
-// ringSettled is nil once the sharding ring has settled on exactly members.
-func ringSettled(ctx context.Context, c client.Client, members ...string) error {
+// ringSettled is nil once the sharding ring in namespace has settled on exactly members.
+func ringSettled(ctx context.Context, c client.Client, namespace string, members ...string) error {
 	var leases coordinationv1.LeaseList
-	if err := c.List(ctx, &leases, client.InNamespace(operatorNamespace), client.MatchingLabels{shard.RingLabel: sharding.Name}); err != nil {
+	if err := c.List(ctx, &leases, client.InNamespace(namespace), client.MatchingLabels{shard.RingLabel: sharding.Name}); err != nil {
 		return err
 	}
 	_, err := shard.Settled(leases.Items, sharding.Name, members...)
@@ -71,7 +71,7 @@ func TestSharding(t *testing.T) {
 			}
 			settled := func(members ...string) {
 				waitFor(t, fmt.Sprintf("the ring settled on %v", members), func(ctx context.Context) (bool, error) {
-					return ringSettled(ctx, c, members...) == nil, nil
+					return ringSettled(ctx, c, operatorNamespace, members...) == nil, nil
 				})
 			}
 

@@ -159,7 +159,9 @@ type Member struct {
 // Next is the set a member holds after it has seen assignment target of generation gen: it keeps
 // what it holds and is still assigned, gives up the rest, and takes a range assigned to it only
 // when every other live member has seen gen (so none of them still acts on an older assignment
-// that gave it the range) and none of them holds it (so its previous owner has stopped).
+// that gave it the range) and none of them holds it (so its previous owner has stopped). A member
+// that has seen gen holds only ranges gen gives it, so the second condition follows from the first
+// while generations only grow; it still guards an assignment Lease deleted and started again.
 func Next(held, target Set, gen int64, others []Member) Set {
 	keep := held & target
 	var taken Set

@@ -214,3 +214,116 @@ func TestAssignEdges(t *testing.T) {
 		t.Errorf("b's ranges moved although only a left: %v", a)
 	}
 }
+
+// TestProtocolModel runs the handover protocol with simulated members whose views lag: each
+// member sees the assignments and every other member's Lease at a random, older version (an
+// informer is behind, never ahead, and never goes back), while members join, leave (releasing)
+// and crash (fenced: they stop working at once) and the coordinator reassigns. After every step no
+// range may be worked on by two members; at the end, with fresh views, every range is held.
+func TestProtocolModel(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		type sim struct {
+			pubs   []Member       // every version of its Lease
+			ring   int            // the assignment version it has seen
+			views  map[string]int // the version it has seen of each other member's Lease
+			living bool
+		}
+		members := map[string]*sim{}
+		var history []Assignment // generation i+1 at index i
+		next := 0
+		join := func() {
+			name := fmt.Sprintf("m%d", next)
+			next++
+			members[name] = &sim{pubs: []Member{{}}, ring: -1, views: map[string]int{}, living: true}
+		}
+		live := func() (names []string) {
+			for n, m := range members {
+				if m.living {
+					names = append(names, n)
+				}
+			}
+			return names
+		}
+		coordinate := func() {
+			prev := Assignment{Ranges: map[string]Set{}}
+			if len(history) > 0 {
+				prev = history[len(history)-1]
+			}
+			moves := 8
+			for _, n := range live() {
+				if p := members[n].pubs[len(members[n].pubs)-1]; p.Seen != prev.Generation || p.Held != prev.Ranges[n] {
+					moves = 0
+				}
+			}
+			a := Assign(prev.Ranges, live(), moves)
+			if owners(a) != owners(prev.Ranges) {
+				history = append(history, Assignment{Generation: prev.Generation + 1, Ranges: a})
+			}
+		}
+		step := func(name string, fresh bool) {
+			m := members[name]
+			lag := func(have, latest int) int { // a newer version, or the same; never an older one
+				if fresh {
+					return latest
+				}
+				return have + r.IntN(latest-have+1)
+			}
+			m.ring = lag(m.ring, len(history)-1)
+			a := Assignment{Ranges: map[string]Set{}}
+			if m.ring >= 0 {
+				a = history[m.ring]
+			}
+			var others []Member
+			for _, o := range live() {
+				if o != name {
+					m.views[o] = lag(m.views[o], len(members[o].pubs)-1)
+					others = append(others, members[o].pubs[m.views[o]])
+				}
+			}
+			held := m.pubs[len(m.pubs)-1].Held
+			m.pubs = append(m.pubs, Member{Held: Next(held, a.Ranges[name], a.Generation, others), Seen: a.Generation})
+		}
+		join()
+		for i := 0; i < 400; i++ {
+			switch x := r.IntN(20); {
+			case x == 0 && len(live()) < 6:
+				join()
+				coordinate()
+			case x == 1 && len(live()) > 1: // leaves: releases (works on nothing), its Lease deleted
+				m := members[live()[r.IntN(len(live()))]]
+				m.pubs = append(m.pubs, Member{Seen: m.pubs[len(m.pubs)-1].Seen})
+				m.living = false
+				coordinate()
+			case x == 2 && len(live()) > 1: // crashes: fenced, works on nothing; its Lease expires
+				members[live()[r.IntN(len(live()))]].living = false
+				coordinate()
+			case x < 6:
+				coordinate()
+			default:
+				step(live()[r.IntN(len(live()))], false)
+			}
+			var working Set
+			for _, n := range live() {
+				h := members[n].pubs[len(members[n].pubs)-1].Held
+				if working&h != 0 {
+					t.Fatalf("seed %d, step %d: ranges %s worked on by two members", seed, i, working&h)
+				}
+				working |= h
+			}
+		}
+		for range 50 { // fresh views: the ring settles
+			coordinate()
+			for _, n := range live() {
+				step(n, true)
+			}
+		}
+		var held Set
+		for _, n := range live() {
+			held |= members[n].pubs[len(members[n].pubs)-1].Held
+		}
+		if held != All {
+			t.Fatalf("seed %d: after the changes stop, members hold %s of the ranges", seed, held)
+		}
+	}
+}
