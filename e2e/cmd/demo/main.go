@@ -117,7 +117,9 @@ func run() error {
 	if err := app.Install(d.ctx, cfg, crds, os.Stdout); err != nil {
 		return err
 	}
-	d.stop("multi")                   // a previous run's: the three patterns run on their own first
+	for _, p := range []string{"multi", "sharding-a", "sharding-b", "sharding-c"} {
+		d.stop(p) // a previous run's: the three patterns run on their own first, mirror alone
+	}
 	image := d.buildImage("childset") // for the last part, while the others run
 	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi, d.sharding,
 		func() error { return d.deployed("childset", image) }} {
@@ -1099,7 +1101,7 @@ func (d *demo) deployed(pattern string, image <-chan error) error {
 // sharding runs mirror's controller on three active replicas in place of multi's, each caching
 // and mirroring only the sources whose range it holds; one replica stops and its share moves.
 func (d *demo) sharding() error {
-	step("sharding: mirror's controller on three active replicas at once (in place of multi's), each mirroring the sources of its hash ranges")
+	step("sharding: mirror's controller on three active replicas at once (in place of multi's), each mirroring the sources of its hash ranges (--sharding=label: a source's range is the hash of its UID)")
 	d.stop("multi")
 	_ = d.c.DeleteAllOf(d.ctx, &corev1.Namespace{}, client.MatchingLabels{"demo": "sharding"}) // a previous run's
 	var sources []*corev1.ConfigMap
@@ -1123,15 +1125,22 @@ func (d *demo) sharding() error {
 	}
 	members := []string{"a", "b", "c"}
 	for _, m := range members {
-		if err := d.run("sharding-"+m, "sharding", "--member", m); err != nil {
+		if err := d.run("sharding-"+m, "sharding", "--member", m, "--sharding", "label"); err != nil {
 			return err
 		}
 	}
 	if err := d.shares(sources, members...); err != nil {
 		return err
 	}
-	step("Stop replica b (SIGTERM): it stops its work, deletes its Lease, and its ranges move to a and c at once")
+	step("Stop replica b (SIGTERM): it stops its work, deletes its Lease, and its ranges move to a and c at once; then change every source")
 	d.stop("sharding-b")
+	for _, src := range sources {
+		patch := client.MergeFrom(src.DeepCopy()) // the data alone: the sharder labelled the source meanwhile
+		src.Data["namespace"] += " (changed)"
+		if err := d.c.Patch(d.ctx, src, patch); err != nil {
+			return err
+		}
+	}
 	if err := d.shares(sources, "a", "c"); err != nil {
 		return err
 	}
@@ -1141,8 +1150,8 @@ func (d *demo) sharding() error {
 	return d.start("multi")
 }
 
-// shares waits for the sharding ring to settle on members and every source to be mirrored, and
-// prints each member's share side by side (a source's range: the hash of its namespace).
+// shares waits for the sharding ring to settle on members and every source's data to be in its
+// child, and prints each member's share side by side (a source's range: the hash of its UID).
 func (d *demo) shares(sources []*corev1.ConfigMap, members ...string) error {
 	var a shard.Assignment
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
@@ -1159,22 +1168,20 @@ func (d *demo) shares(sources []*corev1.ConfigMap, members ...string) error {
 	}
 	for _, src := range sources {
 		child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace}}
-		if err := d.waitFor(src.Name+mirror.Suffix, child, func() bool { return child.Data["namespace"] == src.Namespace }); err != nil {
+		if err := d.waitFor(src.Name+mirror.Suffix, child, func() bool { return child.Data["namespace"] == src.Data["namespace"] }); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("    assignment %d (Lease sharding):\n    MEMBER  RANGES  SOURCES  NAMESPACES\n", a.Generation)
+	fmt.Printf("    assignment %d (Lease sharding):\n    MEMBER  RANGES  SOURCES\n", a.Generation)
 	for _, m := range members {
-		namespaces := map[string]int{}
-		n := 0
+		var mine []string
 		for _, src := range sources {
-			if a.Ranges[m].Has(shard.RangeOf(src.Namespace)) {
-				namespaces[src.Namespace]++
-				n++
+			if a.Ranges[m].Has(shard.RangeOf(string(src.UID))) {
+				mine = append(mine, strings.TrimPrefix(src.Namespace, "demo-shard-")+"/"+src.Name)
 			}
 		}
-		fmt.Printf("    %-7s %-7d %-8d %s\n", m, a.Ranges[m].Len(), n, strings.Join(slices.Sorted(maps.Keys(namespaces)), " "))
+		fmt.Printf("    %-7s %-7d %-2d %s\n", m, a.Ranges[m].Len(), len(mine), strings.Join(mine, " "))
 	}
-	fmt.Printf("    every one of the %d children mirrored\n", len(sources))
+	fmt.Printf("    every one of the %d children holds its source's data\n", len(sources))
 	return nil
 }
