@@ -260,7 +260,7 @@ func TestRing(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			j := &journal{}
 			a := start(t, "a", mode, j)
-			keys := sources(t, 12, 5)
+			keys := sources(t, 8, 4)
 			converged(t, keys, "0")
 			settled(t, "a")
 
