@@ -172,7 +172,10 @@ func (m *member) setWork(ctx context.Context, want Set) error {
 	if want == 0 {
 		return nil
 	}
-	w, err := startWorker(ctx, m.mgr, m.o, m.o.Manager, want, m.o.LeaseDuration-m.o.RenewDeadline)
+	// Fenced RenewDeadline after its last renewal, noticed within a RetryPeriod: its controllers
+	// must have stopped before the others may count it gone, LeaseDuration after that renewal.
+	grace := m.o.LeaseDuration - m.o.RenewDeadline - m.o.RetryPeriod
+	w, err := startWorker(ctx, m.mgr, m.o, m.o.Manager, want, grace)
 	if err != nil {
 		return err
 	}

@@ -57,8 +57,9 @@ type Options struct {
 	// process's.
 	Manager manager.Options
 	// LeaseDuration, RenewDeadline and RetryPeriod time the member Leases as leader election
-	// times its Lease: a member that cannot renew for RenewDeadline stops all its work; the others
-	// count it gone LeaseDuration after they last saw it renew.
+	// times its Lease: a member that cannot renew for RenewDeadline stops all its work (noticed
+	// within a RetryPeriod, its controllers given the rest of LeaseDuration to finish, else the
+	// process exits); the others count it gone LeaseDuration after they last saw it renew.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MaxMoves bounds how many ranges one new assignment moves between live members; the ranges
 	// of a member that is gone move at once.
@@ -82,8 +83,8 @@ func (o *Options) validate() error {
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
-	if o.RetryPeriod <= 0 || o.RetryPeriod >= o.RenewDeadline || o.RenewDeadline >= o.LeaseDuration {
-		errs = append(errs, fmt.Errorf("shard: want 0 < retry period (%s) < renew deadline (%s) < lease duration (%s)", o.RetryPeriod, o.RenewDeadline, o.LeaseDuration))
+	if o.RetryPeriod <= 0 || o.RetryPeriod >= o.RenewDeadline || o.RenewDeadline+o.RetryPeriod >= o.LeaseDuration {
+		errs = append(errs, fmt.Errorf("shard: want 0 < retry period (%s) < renew deadline (%s), and renew deadline + retry period < lease duration (%s)", o.RetryPeriod, o.RenewDeadline, o.LeaseDuration))
 	}
 	if o.MaxMoves <= 0 {
 		o.MaxMoves = 8
