@@ -54,7 +54,7 @@ func ReadAssignment(l *coordinationv1.Lease) (Assignment, error) {
 }
 
 func (a Assignment) write(l *coordinationv1.Lease) error {
-	b, err := json.Marshal(a.Ranges) // Set marshals as a number; map keys sorted: one text per value
+	b, err := json.Marshal(a.Ranges) // Sets as 16 hex digits, keys sorted: one text per value
 	if err != nil {
 		return err
 	}

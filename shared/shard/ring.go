@@ -37,6 +37,15 @@ func (s Set) Has(i int) bool { return s&(1<<i) != 0 }
 // String is s as 16 hexadecimal digits, as it is written in a Lease.
 func (s Set) String() string { return fmt.Sprintf("%016x", uint64(s)) }
 
+// MarshalText writes s as String does: the assignment's JSON reads as the members' Leases do.
+func (s Set) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (s *Set) UnmarshalText(b []byte) (err error) {
+	*s, err = ParseSet(string(b))
+	return err
+}
+
 // ParseSet reads a Set written by String ("" is the empty set).
 func ParseSet(s string) (Set, error) {
 	if s == "" {

@@ -5,9 +5,11 @@ package shard
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -325,5 +327,25 @@ func TestProtocolModel(t *testing.T) {
 		if held != All {
 			t.Fatalf("seed %d: after the changes stop, members hold %s of the ranges", seed, held)
 		}
+	}
+}
+
+// TestAssignmentText: the assignment Lease's JSON holds each Set as its Lease does, and reads back.
+func TestAssignmentText(t *testing.T) {
+	l := &coordinationv1.Lease{}
+	want := Assignment{Generation: 3, Ranges: map[string]Set{"a": 0xffffffff, "b": 0xffffffff00000000}}
+	if err := want.write(l); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Annotations[AssignmentAnnotation]; got != `{"a":"00000000ffffffff","b":"ffffffff00000000"}` {
+		t.Errorf("written %s", got)
+	}
+	got, err := ReadAssignment(l)
+	if err != nil || got.Generation != 3 || !maps.Equal(got.Ranges, want.Ranges) {
+		t.Errorf("read back %v, %v", got, err)
+	}
+	l.Annotations[AssignmentAnnotation] = `{"a":"zz"}`
+	if _, err := ReadAssignment(l); err == nil {
+		t.Error("an unreadable assignment read without an error")
 	}
 }
