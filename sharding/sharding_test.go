@@ -21,6 +21,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -141,7 +142,7 @@ func start(t *testing.T, name string, mode shard.Mode, j *journal) *replica {
 			}))
 	}
 	shard.CacheOptions(so, &opts.Cache)
-	opts.Controller.SkipNameValidation = ptr(true)
+	opts.Controller.SkipNameValidation = ptr.To(true)
 	opts.LeaderElectionReleaseOnCancel = true
 	cfg := app.Impersonate(env.Admin, testenv.Namespace, config.Pattern.Name)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return severable{rt, &r.cut} })
@@ -175,8 +176,6 @@ func (s severable) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return s.RoundTripper.RoundTrip(req)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // settled waits until the ring has settled on exactly members, and returns its assignment.
 func settled(t *testing.T, members ...string) shard.Assignment {

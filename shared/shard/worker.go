@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/watch"
@@ -69,7 +70,10 @@ func startWorker(ctx context.Context, parent manager.Manager, o Options, base ma
 				delete(opts.Cache.ByObject, obj)
 			}
 		}
-		by.Label = withRequirement(patternSelector(o), ShardLabel, selection.In, held.Values()...)
+		if by.Label == nil { // the pattern caches the kind whole
+			by.Label = labels.Everything()
+		}
+		by.Label = withRequirement(by.Label, ShardLabel, selection.In, held.Values()...)
 		opts.Cache.ByObject[o.Object] = by
 		opts.NewClient = labellingClient(o)
 	}
