@@ -44,7 +44,6 @@ import (
 	dbpolicy "github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	deploypolicy "github.com/kpatterns/kpatterns/deploypolicy/webhook"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
-	finalizersv1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	finalizers "github.com/kpatterns/kpatterns/finalizers/controller"
 	lifespanv1 "github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
 	lifespan "github.com/kpatterns/kpatterns/lifespan/controller"
@@ -601,21 +600,24 @@ var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c cli
 		})
 	},
 	"finalizers": func(ctx context.Context, t *testing.T, c client.Client, work string) {
-		rec := &finalizersv1.ExternalRecord{ObjectMeta: metav1.ObjectMeta{Name: "finalizers", Namespace: work},
-			Spec: finalizersv1.ExternalRecordSpec{Value: "v"}}
-		if err := c.Create(ctx, rec); err != nil {
+		pgAdminSecret(ctx, t, c, work, localProvider.Cluster().HostIP()) // the Pod reaches the host's server there
+		db := pgDatabase(work, "deployed")
+		if err := c.Create(ctx, db); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the record kept externally, under the finalizer", func(ctx context.Context) (bool, error) {
-			err := c.Get(ctx, client.ObjectKeyFromObject(rec), rec)
-			return err == nil && rec.Status.ExternalID != "" && slices.Contains(rec.Finalizers, finalizers.Finalizer), err
+		waitFor(t, "the database created, under the finalizer", func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(db), db)
+			return err == nil && db.Status.ExternalName != "" && slices.Contains(db.Finalizers, finalizers.Finalizer), err
 		})
-		if err := c.Delete(ctx, rec); err != nil {
+		if left := ownedIn(t, work); len(left) != 1 {
+			t.Errorf("on the server: %v, want the one database", left)
+		}
+		if err := c.Delete(ctx, db); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the record cleaned up and the object gone", func(ctx context.Context) (bool, error) {
-			err := c.Get(ctx, client.ObjectKeyFromObject(rec), rec)
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		waitFor(t, "the database dropped and the object gone", func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(db), db)
+			return apierrors.IsNotFound(err) && len(ownedIn(t, work)) == 0, client.IgnoreNotFound(err)
 		})
 	},
 	"lifespan": func(ctx context.Context, t *testing.T, c client.Client, _ string) {

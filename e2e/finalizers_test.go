@@ -6,13 +6,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,94 +24,243 @@ import (
 
 	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/finalizers/controller"
+	"github.com/kpatterns/kpatterns/finalizers/provider"
+	"github.com/kpatterns/kpatterns/shared/postgres"
 )
 
-// demoProviderStats scrapes the finalizers process's metrics endpoint for its demo provider's
-// counts (finalizers_demo_provider_*).
-func demoProviderStats(t *testing.T, addr string) map[string]float64 {
-	t.Helper()
-	stats := map[string]float64{}
-	for series, v := range scrape(t, addr, "finalizers_demo_provider_") {
-		stats[strings.TrimPrefix(series, "finalizers_demo_provider_")] = v
-	}
-	return stats
-}
+var (
+	pgOnce   sync.Once
+	pgServer *postgres.Server
+	pgErr    error
+)
 
-// TestFinalizersUnderFaults: 200 create/delete cycles of ExternalRecord against the demo
-// provider failing 30 % of its calls, the pattern as its ServiceAccount. Every object must be
-// gone (none stuck Terminating), no external record left, and no record created twice.
-func TestFinalizersUnderFaults(t *testing.T) {
-	const ns, cycles = "e2e-finalizers", 200
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// postgresServer is the suite's PostgreSQL server (the OS's), started on first use — listening
+// also on the real node's host address, where Pods reach it — and removed when the suite ends.
+func postgresServer(t testing.TB) *postgres.Server {
+	t.Helper()
+	pg, err := startPostgres()
 	if err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := l.Addr().String()
-	_ = l.Close()
+	return pg
+}
+
+func startPostgres() (*postgres.Server, error) {
+	pgOnce.Do(func() {
+		var extra []string
+		if localProvider != nil && localProvider.Cluster() != nil && localProvider.Cluster().HasRealNode() {
+			extra = append(extra, localProvider.Cluster().HostIP())
+		}
+		pgServer, pgErr = postgres.Start(extra...)
+	})
+	return pgServer, pgErr
+}
+
+// removePostgres is the suite's Finish step for postgresServer.
+func removePostgres(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	if pgServer == nil {
+		return ctx, nil
+	}
+	return ctx, pgServer.Remove()
+}
+
+// pgAdminSecret creates the Secret pg-admin in ns: the suite's server as its superuser, at host.
+func pgAdminSecret(ctx context.Context, t testing.TB, c client.Client, ns, host string) {
+	t.Helper()
+	if err := createPgAdminSecret(ctx, c, ns, host); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createPgAdminSecret(ctx context.Context, c client.Client, ns, host string) error {
+	pg, err := startPostgres()
+	if err != nil {
+		return err
+	}
+	return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-admin", Namespace: ns}, StringData: map[string]string{
+		"host": host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}})
+}
+
+// logLines counts the lines of the log at path that contain any of texts.
+func logLines(t testing.TB, path string, texts ...string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		if slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(line, s) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// pgDatabase is a PostgresDatabase in ns through pg-admin, for database and role named after it.
+func pgDatabase(ns, name string) *v1alpha1.PostgresDatabase {
+	n := "e2e_" + strings.ReplaceAll(name, "-", "_")
+	return &v1alpha1.PostgresDatabase{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.PostgresDatabaseSpec{ConnectionSecret: "pg-admin", Database: n, Role: n}}
+}
+
+// ownedIn lists what carries the pattern's ownership tag for objects of namespace ns.
+func ownedIn(t testing.TB, ns string) []string {
+	t.Helper()
+	pg := postgresServer(t)
+	p := provider.NewPostgres()
+	defer p.Close()
+	ws, err := p.Owned(context.Background(), provider.Conn{Host: pg.Host, Port: strconv.Itoa(pg.Port), Username: postgres.User, Password: pg.Password, SSLMode: "disable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, w := range ws {
+		if w.Owner.Namespace == ns {
+			left = append(left, w.Owner.Name)
+		}
+	}
+	return left
+}
+
+// TestFinalizersUnderFaults: the pattern as its ServiceAccount against a real PostgreSQL. 200
+// create/delete cycles, 10 at a time, while the server is stopped for 20 s: every object must be
+// gone (none stuck Terminating), nothing left on the server, no object created twice. Then the
+// process is stopped, objects lose their finalizer by hand and are deleted (an uninstalled
+// operator's leftovers), and the restarted process sweeps what they left.
+func TestFinalizersUnderFaults(t *testing.T) {
+	const ns, cycles, outage = "e2e-finalizers", 200, 20 * time.Second
 	f := features.New("finalizers").
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if kindRun {
-				t.Skip("the fault-injection run reads the demo provider's metrics from a local process")
+				t.Skip("the fault run stops the suite's local PostgreSQL server")
 			}
 			return ctx
 		})
-	f = withPattern(f, "finalizers", ns, "--demo-error-rate", "0.3", "--metrics-bind-address", metricsAddr, "--metrics-secure=false").
-		Assess("200 create/delete cycles with 30 % provider failures leave nothing behind", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+	f = withPattern(f, "finalizers", ns, "--sweep-interval", "1h").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			pgAdminSecret(ctx, t, clientFor(t, cfg), ns, "127.0.0.1")
+			return ctx
+		}).
+		Assess("200 create/delete cycles with PostgreSQL stopped for 20 s leave nothing behind", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			rc := rest.CopyConfig(cfg.Client().RESTConfig())
 			rc.QPS, rc.Burst = 200, 400 // the load, not client-go's default 5/s, is what is tested
 			c, err := client.New(rc, client.Options{Scheme: scheme})
 			if err != nil {
 				t.Fatal(err)
 			}
+			pg := postgresServer(t)
 			start := time.Now()
+			var down sync.Once
+			var restarted = make(chan error, 1)
 			g, gctx := errgroup.WithContext(ctx)
 			g.SetLimit(10)
 			for i := range cycles {
+				if i == cycles/4 {
+					down.Do(func() {
+						pg.Stop()
+						t.Logf("PostgreSQL stopped after %d cycles began (%s)", i, time.Since(start).Round(100*time.Millisecond))
+						time.AfterFunc(outage, func() { restarted <- pg.Start() })
+					})
+				}
 				g.Go(func() error {
-					rec := &v1alpha1.ExternalRecord{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("chaos-%d", i), Namespace: ns},
-						Spec: v1alpha1.ExternalRecordSpec{Value: "v"}}
-					if err := c.Create(gctx, rec); err != nil {
+					db := pgDatabase(ns, fmt.Sprintf("chaos-%d", i))
+					if err := c.Create(gctx, db); err != nil {
 						return err
 					}
 					if i%2 == 1 { // half are deleted once synced, half at once (maybe before the finalizer)
-						for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-							if err := c.Get(gctx, client.ObjectKeyFromObject(rec), rec); err != nil {
+						for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+							if err := c.Get(gctx, client.ObjectKeyFromObject(db), db); err != nil {
 								return err
 							}
-							if rec.Status.ExternalID != "" {
+							if db.Status.ExternalName != "" {
 								break
 							}
 							if time.Now().After(deadline) {
-								return fmt.Errorf("%s never synced", rec.Name)
+								return fmt.Errorf("%s never synced", db.Name)
 							}
 						}
 					}
-					return c.Delete(gctx, rec)
+					return c.Delete(gctx, db)
 				})
 			}
 			if err := g.Wait(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "every ExternalRecord gone", func(ctx context.Context) (bool, error) {
-				list := &v1alpha1.ExternalRecordList{}
+			if err := <-restarted; err != nil {
+				t.Fatal(err)
+			}
+			waitForLong(t, "every PostgresDatabase gone", 5*time.Minute, func(ctx context.Context) (bool, error) {
+				list := &v1alpha1.PostgresDatabaseList{}
 				err := c.List(ctx, list, client.InNamespace(ns))
 				return err == nil && len(list.Items) == 0, err
 			})
 			took := time.Since(start)
-			s := demoProviderStats(t, metricsAddr)
-			t.Logf("%d cycles in %s: external creates %.0f, distinct ids created %.0f, records left %.0f, injected failures %.0f",
-				cycles, took.Round(100*time.Millisecond), s["creates_total"], s["created_ids_total"], s["records"], s["injected_failures_total"])
-			if s["records"] != 0 || s["creates_total"] != s["created_ids_total"] || s["creates_total"] < cycles/2 || s["injected_failures_total"] == 0 {
-				t.Errorf("demo provider %v: want 0 records left, creates = distinct ids (at least the %d synced), failures injected", s, cycles/2)
+			left := ownedIn(t, ns)
+			created := map[string]int{}
+			events := &corev1.EventList{}
+			if err := c.List(ctx, events, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			failures := 0
+			for _, e := range events.Items {
+				switch e.Reason {
+				case controller.ReasonCreated:
+					created[e.InvolvedObject.Name] += int(max(e.Count, 1))
+				case controller.ReasonProviderError:
+					failures++
+				}
+			}
+			twice := 0
+			for _, n := range created {
+				if n > 1 {
+					twice++
+				}
+			}
+			t.Logf("%d cycles in %s with a %s outage: %d objects created their database (Created events), %d twice; %d objects saw a provider error; left on the server: %d",
+				cycles, took.Round(100*time.Millisecond), outage, len(created), twice, failures, len(left))
+			if len(left) != 0 || twice != 0 || len(created) < cycles/2 || failures == 0 {
+				t.Errorf("left %v, %d created twice, %d created (want ≥ %d), %d provider errors (want > 0: the outage was seen)", left, twice, len(created), cycles/2, failures)
 			}
 			return ctx
 		}).
-		Assess("a deleted record's object is not found again (no finalizer left behind)", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			err := clientFor(t, cfg).Get(ctx, client.ObjectKey{Namespace: ns, Name: "chaos-0"}, &v1alpha1.ExternalRecord{})
-			if !apierrors.IsNotFound(err) {
-				t.Errorf("chaos-0: %v", err)
+		Assess("objects deleted while the controller is down are swept when it is back", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			var dbs []*v1alpha1.PostgresDatabase
+			for i := range 10 {
+				db := pgDatabase(ns, fmt.Sprintf("down-%d", i))
+				if err := c.Create(ctx, db); err != nil {
+					t.Fatal(err)
+				}
+				dbs = append(dbs, db)
 			}
-			_ = controller.Finalizer
+			keep := pgDatabase(ns, "keep") // still there: the sweep reaches the server through its Secret
+			if err := c.Create(ctx, keep); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "all synced", func(ctx context.Context) (bool, error) {
+				return len(ownedIn(t, ns)) == len(dbs)+1, nil
+			})
+			ctx.Value(stopKey{"finalizers"}).(func())() // the controller is down
+			for _, db := range dbs {
+				if err := c.Delete(ctx, db); err != nil {
+					t.Fatal(err)
+				}
+				patch := client.MergeFrom(db.DeepCopy())
+				db.Finalizers = nil
+				if err := c.Patch(ctx, db, patch); client.IgnoreNotFound(err) != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx = context.WithValue(ctx, stopKey{"finalizers"}, runPattern(ctx, t, cfg, "finalizers", "--sweep-interval", "1h"))
+			waitFor(t, "the deleted objects' databases swept", func(ctx context.Context) (bool, error) {
+				left := ownedIn(t, ns)
+				return len(left) == 1 && left[0] == keep.Name, nil
+			})
+			if err := c.Delete(ctx, keep); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "keep dropped", func(ctx context.Context) (bool, error) { return len(ownedIn(t, ns)) == 0, nil })
 			return ctx
 		})
 	testEnv.Test(t, f.Feature())

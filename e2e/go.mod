@@ -3,6 +3,7 @@ module github.com/kpatterns/kpatterns/e2e
 go 1.26.4
 
 require (
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/kpatterns/kpatterns/mirror v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/shared v0.0.0-00010101000000-000000000000
@@ -16,6 +17,8 @@ require (
 
 require (
 	github.com/go-logr/zapr v1.3.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
 )
@@ -75,7 +78,7 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
-	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect

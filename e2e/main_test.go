@@ -72,7 +72,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testEnv.Setup(envfuncs.CreateCluster(provider, name), applyCRDs, buildPatterns(name), crdsAdmitted)
-	testEnv.Finish(envfuncs.ExportClusterLogs(name, logs), envfuncs.DestroyCluster(name),
+	testEnv.Finish(envfuncs.ExportClusterLogs(name, logs), envfuncs.DestroyCluster(name), removePostgres,
 		func(ctx context.Context, _ *envconf.Config) (context.Context, error) { return ctx, os.RemoveAll(bins) })
 	os.Exit(testEnv.Run(m))
 }

@@ -3,24 +3,35 @@
 
 package main
 
-// Integration tests: a real kube-apiserver and etcd (envtest), the generated CRD and RBAC
-// installed, the controller running as its ServiceAccount against a demo provider that each test
-// owns — it stands for the external system, so it outlives a manager (a restart) and the test can
-// inspect it, fail it and tamper with it.
+// Integration tests: a real kube-apiserver and etcd (envtest) with the generated CRD and RBAC
+// installed, a real PostgreSQL server (the OS's, started for the package in a temporary directory),
+// and the controller running as its ServiceAccount. Each test owns its namespace and names its
+// databases after it.
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -30,29 +41,122 @@ import (
 	"github.com/kpatterns/kpatterns/finalizers/config"
 	"github.com/kpatterns/kpatterns/finalizers/controller"
 	"github.com/kpatterns/kpatterns/finalizers/provider"
+	"github.com/kpatterns/kpatterns/shared/app"
+	"github.com/kpatterns/kpatterns/shared/postgres"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	pg  *postgres.Server
+)
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChild() // never returns
+	}
+	var err error
+	if pg, err = postgres.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "postgres:", err)
+		os.Exit(1)
+	}
 	p := testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager, Setup: func(mgr manager.Manager) error {
-		return controller.Setup(mgr, provider.NewDemo(provider.DemoOptions{}), controller.Options{RepairInterval: time.Minute})
+		return controller.Setup(mgr, provider.NewPostgres(), controller.Options{SweepInterval: time.Minute})
 	}}
-	testenv.Main(m, p, func(e *testenv.Env) { env = e })
+	testenv.Main(m, p, func(e *testenv.Env) {
+		env = e
+		e.AtExit(func() { _ = pg.Remove() })
+	})
 }
 
-func record(ns, name, value string) *v1alpha1.ExternalRecord {
-	return &v1alpha1.ExternalRecord{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.ExternalRecordSpec{Value: value}}
+// prefix turns a test namespace into a prefix of database and role names.
+func prefix(ns string) string { return strings.ReplaceAll(ns, "-", "_") + "_" }
+
+// newDB is a PostgresDatabase named name in ns, for database and role <ns>_<name>, through the
+// namespace's connection Secret (connSecret makes it).
+func newDB(ns, name string) *v1alpha1.PostgresDatabase {
+	n := prefix(ns) + name
+	return &v1alpha1.PostgresDatabase{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.PostgresDatabaseSpec{ConnectionSecret: "pg-admin", Database: n, Role: n + "_owner", ConnectionLimit: ptr.To[int32](5),
+			PollInterval: &metav1.Duration{Duration: 10 * time.Second}}}
 }
 
-// runWith starts the controller (as its ServiceAccount) against p, watching the test's namespace ns
-// only, until the (sub)test ends.
-func runWith(t *testing.T, ns string, p provider.Provider, repair time.Duration) manager.Manager {
+// connSecret creates the namespace's Secret pg-admin: the server's superuser.
+func connSecret(t *testing.T, ns string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-admin", Namespace: ns}, StringData: map[string]string{
+		"host": pg.Host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}}
+	if err := env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func adminConn() provider.Conn {
+	return provider.Conn{Host: pg.Host, Port: strconv.Itoa(pg.Port), Username: postgres.User, Password: pg.Password, SSLMode: "disable"}
+}
+
+// sql runs statements on the server as its superuser: the tests' hand behind the controller's back.
+func sql(t *testing.T, stmt string, args ...any) {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), pg.URL("", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	if _, err := c.Exec(context.Background(), stmt, args...); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+}
+
+// state is what the server holds under db's names (the provider's own observation, read as admin).
+func state(t *testing.T, db *v1alpha1.PostgresDatabase) provider.Observed {
+	t.Helper()
+	o, err := provider.NewPostgres().Observe(context.Background(), provider.Want{Conn: adminConn(), Database: db.Spec.Database, Role: db.Spec.Role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// owned is what carries a tag of the pattern on the server, for objects in namespace ns.
+func owned(t *testing.T, ns string) []string {
+	t.Helper()
+	ws, err := provider.NewPostgres().Owned(context.Background(), adminConn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range ws {
+		if w.Owner.Namespace == ns {
+			names = append(names, w.Database+"/"+w.Role)
+		}
+	}
+	return names
+}
+
+// runWith starts the controller (as its ServiceAccount) against p, watching ns only, until the
+// (sub)test ends.
+func runWith(t *testing.T, ns string, p provider.Provider) manager.Manager {
 	t.Helper()
 	return env.ManagerWith(t, func(mgr manager.Manager) error {
-		return controller.Setup(mgr, p, controller.Options{RepairInterval: repair})
+		return controller.Setup(mgr, p, controller.Options{SweepInterval: time.Hour})
 	}, ns)
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func remove(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Delete(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func gone(t *testing.T, obj client.Object) {
@@ -66,82 +170,143 @@ func gone(t *testing.T, obj client.Object) {
 	})
 }
 
-// ordered is the external system as seen by a test: before every call it reads the object live
-// and records a violation if the finalizer is not stored yet.
-type ordered struct {
-	*provider.Demo
-	ns    string
-	mu    sync.Mutex
-	calls []string
-	bad   []string
+// counting is the provider as a test sees it: every call counted, each external write, and — before
+// every call — a live read of the object that records a violation if its finalizer is not stored.
+// A share of calls can be made to fail before reaching the server.
+type counting struct {
+	provider.Provider
+	ns       string
+	mu       sync.Mutex
+	calls    []string
+	bad      []string
+	writes   atomic.Int64
+	share    atomic.Uint64 // math.Float64bits of the share of calls that fail
+	failures atomic.Int64
 }
 
-func (o *ordered) check(op, id string) {
-	list := &v1alpha1.ExternalRecordList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(o.ns)); err != nil {
-		panic(err)
+var errInjected = errors.New("injected failure")
+
+func newCounting(ns string) *counting {
+	return &counting{Provider: provider.NewPostgres(), ns: ns}
+}
+
+func (c *counting) fail(share float64) { c.share.Store(math.Float64bits(share)) }
+
+func (c *counting) call(op string, w provider.Want, write bool) error {
+	if write {
+		c.writes.Add(1)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.calls = append(o.calls, op)
-	for _, r := range list.Items {
-		if string(r.UID) == id && !controllerutil.ContainsFinalizer(&r, controller.Finalizer) {
-			o.bad = append(o.bad, op+" before the finalizer was stored")
+	if uid := w.Owner.UID; uid != "" {
+		list := &v1alpha1.PostgresDatabaseList{}
+		if err := env.Client.List(context.Background(), list, client.InNamespace(c.ns)); err != nil {
+			return err
 		}
+		c.mu.Lock()
+		for _, db := range list.Items {
+			if string(db.UID) == uid && !controllerutil.ContainsFinalizer(&db, controller.Finalizer) {
+				c.bad = append(c.bad, op+" before the finalizer was stored")
+			}
+		}
+		c.mu.Unlock()
 	}
+	c.mu.Lock()
+	c.calls = append(c.calls, op)
+	c.mu.Unlock()
+	if share := math.Float64frombits(c.share.Load()); share > 0 && rand.Float64() < share {
+		c.failures.Add(1)
+		return errInjected
+	}
+	return nil
 }
 
-func (o *ordered) Get(ctx context.Context, id string) (provider.Record, bool, error) {
-	o.check("get", id)
-	return o.Demo.Get(ctx, id)
+func (c *counting) Observe(ctx context.Context, w provider.Want) (provider.Observed, error) {
+	if err := c.call("observe", w, false); err != nil {
+		return provider.Observed{}, err
+	}
+	return c.Provider.Observe(ctx, w)
 }
 
-func (o *ordered) Put(ctx context.Context, id string, r provider.Record) error {
-	o.check("put", id)
-	return o.Demo.Put(ctx, id, r)
+func (c *counting) Apply(ctx context.Context, w provider.Want, o provider.Observed) error {
+	if err := c.call("apply", w, true); err != nil {
+		return err
+	}
+	return c.Provider.Apply(ctx, w, o)
 }
 
-func (o *ordered) Delete(ctx context.Context, id string) error {
-	o.check("delete", id)
-	return o.Demo.Delete(ctx, id)
+func (c *counting) Delete(ctx context.Context, w provider.Want) error {
+	if err := c.call("delete", w, true); err != nil {
+		return err
+	}
+	return c.Provider.Delete(ctx, w)
 }
 
-func TestNoExternalCallBeforeTheFinalizerIsStored(t *testing.T) {
+func (c *counting) Release(ctx context.Context, w provider.Want) error {
+	if err := c.call("release", w, true); err != nil {
+		return err
+	}
+	return c.Provider.Release(ctx, w)
+}
+
+func (c *counting) SetPassword(ctx context.Context, w provider.Want) error {
+	if err := c.call("password", w, true); err != nil {
+		return err
+	}
+	return c.Provider.SetPassword(ctx, w)
+}
+
+// The whole life: the finalizer before any external call; the database and the role created,
+// tagged, the role's login in the credentials Secret (and working); dropped on delete.
+func TestCreateAndDelete(t *testing.T) {
 	ns := env.Namespace(t)
-	p := &ordered{Demo: provider.NewDemo(provider.DemoOptions{}), ns: ns}
-	runWith(t, ns, p, time.Minute)
+	connSecret(t, ns)
+	p := newCounting(ns)
+	runWith(t, ns, p)
 	ctx := context.Background()
-	rec := record(ns, "db-user", "alice")
-	if err := env.Client.Create(ctx, rec); err != nil {
+	db := newDB(ns, "app")
+	create(t, db)
+	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	env.WaitForEvent(t, ns, db.Name, corev1.EventTypeNormal, controller.ReasonCreated, "")
+	o := state(t, db)
+	if !o.RoleExists || !o.DatabaseExists || o.ConnectionLimit != 5 || o.DatabaseOwner != db.Spec.Role || !strings.Contains(o.DatabaseTag, string(db.UID)) {
+		t.Errorf("server holds %+v", o)
+	}
+	testenv.Eventually(t, "the create recorded", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+			return err
+		}
+		if db.Status.ExternalName != db.Spec.Database || db.Annotations[controller.ExternalNameAnnotation] != db.Spec.Database || db.Annotations[controller.CreatePendingAnnotation] != "" {
+			return fmt.Errorf("status %+v, annotations %v", db.Status, db.Annotations)
+		}
+		return nil
+	})
+	s := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller.CredentialsSecret(db)}, s); err != nil {
 		t.Fatal(err)
 	}
-	env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-	if rec.Status.ExternalID != string(rec.UID) {
-		t.Errorf("externalID = %q, want the UID", rec.Status.ExternalID)
+	login := strings.Replace(pg.URL("", db.Spec.Database), postgres.User+":"+pg.Password, db.Spec.Role+":"+string(s.Data["password"]), 1)
+	c, err := pgx.Connect(ctx, login)
+	if err != nil {
+		t.Fatalf("logging in with the credentials Secret: %v", err)
 	}
-	if r, ok, _ := p.Demo.Get(ctx, string(rec.UID)); !ok || r.Value != "alice" {
-		t.Errorf("external record = %+v, %v", r, ok)
+	_ = c.Close(ctx)
+	remove(t, db)
+	gone(t, db)
+	if o := state(t, db); o.RoleExists || o.DatabaseExists {
+		t.Errorf("after delete the server holds %+v", o)
 	}
-	if err := env.Client.Delete(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	gone(t, rec)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.bad) > 0 || len(p.calls) < 3 {
+	if len(p.bad) > 0 {
 		t.Errorf("calls %v; violations %v", p.calls, p.bad)
-	}
-	if s := p.Stats(); s.Records != 0 || s.Creates != 1 {
-		t.Errorf("provider: %+v, want no record left and one create", s)
 	}
 }
 
 // An object the cache does not hold is never a reason for an external call, let alone a delete.
 func TestCacheAbsenceCallsNothing(t *testing.T) {
 	ns := env.Namespace(t)
-	p := &ordered{Demo: provider.NewDemo(provider.DemoOptions{}), ns: ns}
+	p := newCounting(ns)
 	mgr := env.IdleManager(t)
-	r := &controller.Reconciler{Client: mgr.GetClient(), Provider: p, Recorder: mgr.GetEventRecorder("test"), RepairInterval: time.Minute}
+	r := &controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test")}
 	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "absent"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,240 +315,357 @@ func TestCacheAbsenceCallsNothing(t *testing.T) {
 	}
 }
 
-func TestDeleteFailuresHoldTheFinalizerAndAreRetried(t *testing.T) {
-	ns := env.Namespace(t)
-	demo := newFlaky(0)
-	runWith(t, ns, demo, time.Minute)
-	ctx := context.Background()
-	rec := record(ns, "db-user", "bob")
-	if err := env.Client.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-	demo.set(1)
-	if err := env.Client.Delete(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	c := env.WaitCondition(t, rec, "Ready", metav1.ConditionFalse, controller.ReasonDeleteFailed)
-	if c.Message != "deleting the external record: "+provider.ErrInjected.Error() {
-		t.Errorf("message = %q", c.Message)
-	}
-	env.WaitForEvent(t, ns, rec.Name, corev1.EventTypeWarning, controller.ReasonDeleteFailed, "")
-	if rec.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(rec, controller.Finalizer) || demo.Stats().Records != 1 {
-		t.Fatalf("want the object Terminating, held by the finalizer, and its record kept: %+v %v", rec.ObjectMeta, demo.Stats())
-	}
-	demo.set(0)
-	gone(t, rec)
-	if s := demo.Stats(); s.Records != 0 {
-		t.Errorf("provider: %+v, want the record deleted", s)
-	}
-}
-
-// 20 records created and deleted while 30 % of all external calls fail: none is left behind, none
-// is stuck, none was created twice. (The 10 deleted once synced are synced with no failures, so the
-// wait for them is not a wait for a lucky run of retries.)
-func TestCleanupUnderInjectedFailures(t *testing.T) {
-	ns := env.Namespace(t)
-	const failing = 0.3
-	demo := newFlaky(failing)
-	runWith(t, ns, demo, time.Minute)
-	ctx := context.Background()
-	var recs []*v1alpha1.ExternalRecord
-	for i := range 20 {
-		rec := record(ns, fmt.Sprintf("r%d", i), "v")
-		if err := env.Client.Create(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
-	for _, rec := range recs[:10] { // deleted at once, while their creation is still failing and retrying
-		if err := env.Client.Delete(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	demo.set(0)
-	for _, rec := range recs[10:] {
-		env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-	}
-	demo.set(failing)
-	for _, rec := range recs[10:] {
-		if err := env.Client.Delete(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, rec := range recs {
-		gone(t, rec)
-	}
-	s := demo.Stats()
-	if s.Records != 0 || s.Creates != int64(s.Created) || s.Created < 10 || demo.failures.Load() == 0 {
-		t.Errorf("provider: %+v (%d failures), want 0 records left, creates = distinct ids (at least the 10 synced), failures injected", s, demo.failures.Load())
-	}
-}
-
-// Objects deleted right after they are created race the finalizer's addition: a DELETE that read
-// the object just before the finalizer was stored deletes it anyway (the API server does not
-// re-check finalizers then), possibly after the record was created. No record may be left behind.
-func TestImmediateDeletesLeaveNoRecord(t *testing.T) {
-	ns := env.Namespace(t)
-	demo := provider.NewDemo(provider.DemoOptions{ErrorRate: 0.3})
-	runWith(t, ns, demo, time.Minute)
-	ctx := context.Background()
-	var recs []*v1alpha1.ExternalRecord
-	for i := range 100 {
-		rec := record(ns, fmt.Sprintf("d%d", i), "v")
-		if err := env.Client.Create(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Delete(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
-	for _, rec := range recs {
-		gone(t, rec)
-	}
-	testenv.Eventually(t, "no external record left", func() error {
-		if s := demo.Stats(); s.Records != 0 || s.Creates != int64(s.Created) {
-			return fmt.Errorf("provider: %+v", s)
-		}
-		return nil
-	})
-}
-
+// Drift is repaired at the next poll, each repair one Warning event naming what changed: an
+// attribute, and a role dropped behind the controller's back (its database handed to another
+// owner first, as PostgreSQL requires).
 func TestDriftIsRepaired(t *testing.T) {
 	ns := env.Namespace(t)
-	demo := provider.NewDemo(provider.DemoOptions{})
-	runWith(t, ns, demo, 200*time.Millisecond)
-	ctx := context.Background()
-	rec := record(ns, "db-user", "carol")
-	if err := env.Client.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-	id := string(rec.UID)
-	repaired := func(n int32) {
-		t.Helper()
-		testenv.Eventually(t, fmt.Sprintf("repair %d", n), func() error {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rec), rec); err != nil {
+	connSecret(t, ns)
+	runWith(t, ns, provider.NewPostgres())
+	a, b := newDB(ns, "a"), newDB(ns, "b")
+	create(t, a, b)
+	env.WaitCondition(t, a, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	env.WaitCondition(t, b, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	sql(t, fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT 10", a.Spec.Role))
+	sql(t, fmt.Sprintf("ALTER DATABASE %s OWNER TO postgres; DROP ROLE %s", b.Spec.Database, b.Spec.Role))
+	env.WaitForEvent(t, ns, a.Name, corev1.EventTypeWarning, controller.ReasonRepaired, "role connection limit 10 → 5")
+	env.WaitForEvent(t, ns, b.Name, corev1.EventTypeWarning, controller.ReasonRepaired,
+		fmt.Sprintf("role %s missing → created; database owner postgres → %s", b.Spec.Role, b.Spec.Role))
+	for _, db := range []*v1alpha1.PostgresDatabase{a, b} {
+		testenv.Eventually(t, db.Name+" repaired", func() error {
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(db), db); err != nil {
 				return err
 			}
-			r, ok, _ := demo.Get(ctx, id)
-			if rec.Status.Repairs != n || rec.Status.LastRepairTime == nil || !ok || r.Value != "carol" {
-				return fmt.Errorf("repairs %d, record %+v %v", rec.Status.Repairs, r, ok)
+			if o := state(t, db); db.Status.Repairs != 1 || o.ConnectionLimit != 5 || o.DatabaseOwner != db.Spec.Role {
+				return fmt.Errorf("repairs %d, server %+v", db.Status.Repairs, o)
 			}
 			return nil
 		})
 	}
-	if err := demo.Put(ctx, id, provider.Record{Value: "mallory"}); err != nil { // someone else writes the external system
+	// A spec change is an update, not a repair.
+	a.Spec.ConnectionLimit = ptr.To[int32](7)
+	if err := env.Client.Update(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	repaired(1)
-	env.WaitForEvent(t, ns, rec.Name, corev1.EventTypeWarning, controller.ReasonRepaired, fmt.Sprintf("external record %s held %q; put back", id, "mallory"))
-	if err := demo.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	repaired(2)
-	env.WaitForEvent(t, ns, rec.Name, corev1.EventTypeWarning, controller.ReasonRepaired, fmt.Sprintf("external record %s was missing; put back", id))
-	if s := demo.Stats(); s.Creates != 2 || s.Created != 1 {
-		t.Errorf("provider: %+v: the repair of a missing record is its second create, for the same id", s)
-	}
+	env.WaitForEvent(t, ns, a.Name, corev1.EventTypeNormal, controller.ReasonUpdated, "role connection limit 5 → 7")
 }
 
-// The controller is restarted while a delete keeps failing: the new process finds the object held
-// by its finalizer and finishes the cleanup.
-func TestRestartMidDeleteStillCleansUp(t *testing.T) {
+// ObserveOnly reports how what exists differs from the spec and changes nothing, not even on
+// deletion; a Full object over a database it did not create reports a conflict and adopts nothing.
+func TestObserveOnlyAndConflict(t *testing.T) {
 	ns := env.Namespace(t)
-	demo := newFlaky(0) // the external system outlives the process
-	ctx := context.Background()
-	rec := record(ns, "db-user", "dave")
-	t.Run("first process", func(t *testing.T) {
-		runWith(t, ns, demo, time.Minute)
-		if err := env.Client.Create(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-		demo.set(1)
-		if err := env.Client.Delete(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
-		env.WaitCondition(t, rec, "Ready", metav1.ConditionFalse, controller.ReasonDeleteFailed)
-	}) // the first manager stops here, mid-delete
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rec), rec); err != nil || demo.Stats().Records != 1 {
-		t.Fatalf("between the processes: %v, %+v", err, demo.Stats())
+	connSecret(t, ns)
+	runWith(t, ns, provider.NewPostgres())
+	seen, taken := newDB(ns, "seen"), newDB(ns, "taken")
+	for _, db := range []*v1alpha1.PostgresDatabase{seen, taken} {
+		sql(t, fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT 3", db.Spec.Role))
+		sql(t, fmt.Sprintf("CREATE DATABASE %s OWNER %s", db.Spec.Database, db.Spec.Role))
 	}
-	demo.set(0)
-	runWith(t, ns, demo, time.Minute)
-	gone(t, rec)
-	if s := demo.Stats(); s.Records != 0 || s.Creates != 1 {
-		t.Errorf("provider: %+v", s)
+	seen.Spec.ManagementPolicy = v1alpha1.ObserveOnly
+	create(t, seen, taken)
+	c := env.WaitCondition(t, seen, "Ready", metav1.ConditionFalse, controller.ReasonDrifted)
+	if !strings.Contains(c.Message, "role connection limit 3 → 5") {
+		t.Errorf("message %q", c.Message)
+	}
+	c = env.WaitCondition(t, taken, "Ready", metav1.ConditionFalse, controller.ReasonConflict)
+	if !strings.Contains(c.Message, "was not created for this object (no ownership tag)") {
+		t.Errorf("message %q", c.Message)
+	}
+	for _, db := range []*v1alpha1.PostgresDatabase{seen, taken} {
+		remove(t, db)
+		gone(t, db)
+		if o := state(t, db); !o.RoleExists || !o.DatabaseExists || o.ConnectionLimit != 3 || o.RoleTag != "" || o.DatabaseTag != "" {
+			t.Errorf("%s: the server holds %+v, want it untouched", db.Name, o)
+		}
 	}
 }
 
+// Orphan: the finalizer goes, the database and the role stay, released (their tags removed).
+func TestOrphanPolicy(t *testing.T) {
+	ns := env.Namespace(t)
+	connSecret(t, ns)
+	runWith(t, ns, provider.NewPostgres())
+	db := newDB(ns, "kept")
+	db.Spec.ManagementPolicy = v1alpha1.Orphan
+	create(t, db)
+	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	if o := state(t, db); !strings.HasSuffix(o.DatabaseTag, "deletion=Orphan") {
+		t.Errorf("tag %q", o.DatabaseTag)
+	}
+	remove(t, db)
+	gone(t, db)
+	if o := state(t, db); !o.RoleExists || !o.DatabaseExists || o.RoleTag != "" || o.DatabaseTag != "" {
+		t.Errorf("the server holds %+v, want both, untagged", o)
+	}
+}
+
+// The pause annotation stops every external call, a deletion's too; removing it resumes.
+func TestPause(t *testing.T) {
+	ns := env.Namespace(t)
+	connSecret(t, ns)
+	p := newCounting(ns)
+	runWith(t, ns, p)
+	ctx := context.Background()
+	db := newDB(ns, "paused")
+	db.Annotations = map[string]string{controller.PausedAnnotation: "true"}
+	create(t, db)
+	env.WaitCondition(t, db, "Ready", metav1.ConditionFalse, controller.ReasonPaused)
+	setPause := func(v string) {
+		t.Helper()
+		patch := client.MergeFrom(db.DeepCopy())
+		metav1.SetMetaDataAnnotation(&db.ObjectMeta, controller.PausedAnnotation, v)
+		if err := env.Client.Patch(ctx, db, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := state(t, db); o.DatabaseExists || len(p.calls) != 0 {
+		t.Fatalf("paused, yet calls %v and the server holds %+v", p.calls, o)
+	}
+	setPause("false")
+	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	setPause("true")
+	env.WaitCondition(t, db, "Ready", metav1.ConditionFalse, controller.ReasonPaused)
+	remove(t, db)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil || db.DeletionTimestamp == nil {
+		t.Fatalf("want it Terminating: %v", err)
+	}
+	if o := state(t, db); !o.DatabaseExists {
+		t.Fatal("the database was dropped while paused")
+	}
+	setPause("false")
+	gone(t, db)
+	if o := state(t, db); o.DatabaseExists || o.RoleExists {
+		t.Errorf("after the pause the server holds %+v", o)
+	}
+}
+
+// A failing delete holds the object Terminating (DeleteFailed, one Warning event), then completes.
+func TestDeleteFailuresHoldTheFinalizer(t *testing.T) {
+	ns := env.Namespace(t)
+	connSecret(t, ns)
+	p := newCounting(ns)
+	runWith(t, ns, p)
+	db := newDB(ns, "held")
+	create(t, db)
+	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	p.fail(1)
+	remove(t, db)
+	c := env.WaitCondition(t, db, "Ready", metav1.ConditionFalse, controller.ReasonDeleteFailed)
+	if c.Message != "deleting: "+errInjected.Error() {
+		t.Errorf("message = %q", c.Message)
+	}
+	env.WaitForEvent(t, ns, db.Name, corev1.EventTypeWarning, controller.ReasonDeleteFailed, "")
+	if o := state(t, db); db.DeletionTimestamp == nil || !o.DatabaseExists {
+		t.Fatalf("want it Terminating and its database kept: %+v", o)
+	}
+	p.fail(0)
+	gone(t, db)
+	if o := state(t, db); o.DatabaseExists || o.RoleExists {
+		t.Errorf("server holds %+v", o)
+	}
+}
+
+// Objects created and deleted at once, while 30 % of external calls fail, race the finalizer's
+// addition; some are deleted synced, some before: nothing may be left on the server.
+func TestImmediateDeletesUnderFailuresLeaveNothing(t *testing.T) {
+	ns := env.Namespace(t)
+	connSecret(t, ns)
+	p := newCounting(ns)
+	p.fail(0.3)
+	runWith(t, ns, p)
+	var dbs []*v1alpha1.PostgresDatabase
+	for i := range 30 {
+		db := newDB(ns, fmt.Sprintf("d%d", i))
+		create(t, db)
+		if i%3 == 0 { // a third once synced
+			env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+		}
+		remove(t, db)
+		dbs = append(dbs, db)
+	}
+	for _, db := range dbs {
+		gone(t, db)
+	}
+	testenv.Eventually(t, "nothing left on the server", func() error {
+		if left := owned(t, ns); len(left) > 0 {
+			return fmt.Errorf("left: %v", left)
+		}
+		return nil
+	})
+	if p.failures.Load() == 0 {
+		t.Error("no failure was injected")
+	}
+}
+
+// What an object left behind while the controller was down — its finalizer removed by hand, as
+// after an uninstalled operator — is swept when the controller comes back: found by a live read
+// of the object's absence. A released (Orphan) database is not.
+func TestSweepAfterDowntime(t *testing.T) {
+	ns := env.Namespace(t)
+	connSecret(t, ns)
+	ctx := context.Background()
+	lost, kept := newDB(ns, "lost"), newDB(ns, "kept")
+	kept.Spec.ManagementPolicy = v1alpha1.Orphan
+	t.Run("controller running", func(t *testing.T) {
+		runWith(t, ns, provider.NewPostgres())
+		create(t, lost, kept)
+		env.WaitCondition(t, lost, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+		env.WaitCondition(t, kept, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	})
+	for _, db := range []*v1alpha1.PostgresDatabase{lost, kept} { // the controller is down
+		remove(t, db)
+		patch := client.MergeFrom(db.DeepCopy())
+		db.Finalizers = nil
+		if err := env.Client.Patch(ctx, db, patch); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, db)
+	}
+	other := newDB(ns, "other") // a live object through the same Secret: the sweep reaches the server through it
+	create(t, other)
+	runWith(t, ns, provider.NewPostgres())
+	env.WaitCondition(t, other, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	testenv.Eventually(t, "lost swept", func() error {
+		if o := state(t, lost); o.DatabaseExists || o.RoleExists {
+			return fmt.Errorf("lost: the server holds %+v", o)
+		}
+		return nil
+	})
+	if o := state(t, kept); !o.DatabaseExists || !o.RoleExists {
+		t.Errorf("kept (Orphan): the server holds %+v, want both", o)
+	}
+	if o := state(t, other); !o.DatabaseExists {
+		t.Errorf("other: %+v", o)
+	}
+}
+
+// No write — to the API server or to PostgreSQL — re-reconciling a synced object.
 func TestNoWriteWhenSynced(t *testing.T) {
 	ns := env.Namespace(t)
-	demo := provider.NewDemo(provider.DemoOptions{})
-	mgr := runWith(t, ns, demo, time.Minute)
-	ctx := context.Background()
-	rec := record(ns, "calm", "erin")
-	if err := env.Client.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitCondition(t, rec, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
-	testenv.WaitCached(t, mgr.GetClient(), rec)
+	connSecret(t, ns)
+	p := newCounting(ns)
+	mgr := runWith(t, ns, p)
+	db := newDB(ns, "calm")
+	create(t, db)
+	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	testenv.WaitCached(t, mgr.GetClient(), db)
 	writes := testenv.CountWrites(mgr.GetClient())
-	r := &controller.Reconciler{Client: writes, Provider: demo, Recorder: mgr.GetEventRecorder("test"), RepairInterval: time.Minute}
+	before := p.writes.Load()
+	r := &controller.Reconciler{Client: writes, APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test")}
 	for range 3 {
-		res, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rec)})
-		if err != nil || res.RequeueAfter != time.Minute {
-			t.Fatalf("reconcile: %v %v, want a requeue after the repair interval", res, err)
+		res, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(db)})
+		if err != nil || res.RequeueAfter != 10*time.Second {
+			t.Fatalf("reconcile: %v %v, want a requeue after the poll interval", res, err)
 		}
 	}
-	if n := writes.N(); n != 0 {
-		t.Errorf("%d write requests re-reconciling a synced record, want 0", n)
+	if n, ext := writes.N(), p.writes.Load()-before; n != 0 || ext != 0 {
+		t.Errorf("%d API writes and %d external writes re-reconciling a synced object, want 0 and 0", n, ext)
 	}
 }
 
-// flaky is the tests' fault switch in front of the demo provider: while a share is set, that share
-// of calls fails with provider.ErrInjected before reaching it.
-type flaky struct {
-	*provider.Demo
-	share    atomic.Uint64 // math.Float64bits
-	failures atomic.Int64
-}
-
-func newFlaky(share float64) *flaky {
-	f := &flaky{Demo: provider.NewDemo(provider.DemoOptions{})}
-	f.set(share)
-	return f
-}
-
-func (f *flaky) set(share float64) { f.share.Store(math.Float64bits(share)) }
-
-func (f *flaky) fail() error {
-	if share := math.Float64frombits(f.share.Load()); share > 0 && rand.Float64() < share {
-		f.failures.Add(1)
-		return provider.ErrInjected
+// The controller is SIGKILLed right after the external create, before it records the result: the
+// next process observes the database it created (the ownership tag says so), records it, and
+// neither creates it again nor reports a conflict. The kill is injected by this test binary's
+// own provider wrapper, in a child process.
+func TestKilledBetweenCreateAndStatus(t *testing.T) {
+	ns := env.Namespace(t)
+	connSecret(t, ns)
+	ctx := context.Background()
+	db := newDB(ns, "killed")
+	create(t, db)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	cfg := filepath.Join(t.TempDir(), "admin.json")
+	b, _ := json.Marshal(childConfig{Host: env.Admin.Host, CA: env.Admin.CAData, Cert: env.Admin.CertData, Key: env.Admin.KeyData, Namespace: ns})
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	return nil
+	child.Env = append(os.Environ(), childEnv+"="+cfg)
+	out, err := child.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v, want killed by SIGKILL: %s", err, out)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
+		t.Fatal(err)
+	}
+	o := state(t, db)
+	if db.Status.ExternalName != "" || db.Annotations[controller.CreatePendingAnnotation] == "" || !o.DatabaseExists {
+		t.Fatalf("after the kill: status %+v, annotations %v, server %+v; want the create done, unrecorded, pending", db.Status, db.Annotations, o)
+	}
+	oid := databaseOID(t, db.Spec.Database)
+	runWith(t, ns, provider.NewPostgres())
+	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	env.WaitForEvent(t, ns, db.Name, corev1.EventTypeNormal, controller.ReasonCreateRecorded, "")
+	testenv.Eventually(t, "pending mark cleared", func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil || db.Annotations[controller.CreatePendingAnnotation] != "" {
+			return fmt.Errorf("annotations %v: %v", db.Annotations, err)
+		}
+		return nil
+	})
+	if got := databaseOID(t, db.Spec.Database); got != oid || db.Status.ExternalName != db.Spec.Database || db.Status.Repairs != 0 {
+		t.Errorf("database oid %d → %d, status %+v: want the same database, recorded, no repair", oid, got, db.Status)
+	}
 }
 
-func (f *flaky) Get(ctx context.Context, id string) (provider.Record, bool, error) {
-	if err := f.fail(); err != nil {
-		return provider.Record{}, false, err
+func databaseOID(t *testing.T, name string) uint32 {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), pg.URL("", "postgres"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return f.Demo.Get(ctx, id)
+	defer func() { _ = c.Close(context.Background()) }()
+	var oid uint32
+	if err := c.QueryRow(context.Background(), "SELECT oid FROM pg_database WHERE datname = $1", name).Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	return oid
 }
 
-func (f *flaky) Put(ctx context.Context, id string, r provider.Record) error {
-	if err := f.fail(); err != nil {
-		return err
-	}
-	return f.Demo.Put(ctx, id, r)
+// childEnv names the file with the API server's admin login: set, the test binary is the child of
+// TestKilledBetweenCreateAndStatus.
+const childEnv = "FINALIZERS_TEST_CHILD"
+
+type childConfig struct {
+	Host          string
+	CA, Cert, Key []byte
+	Namespace     string
 }
 
-func (f *flaky) Delete(ctx context.Context, id string) error {
-	if err := f.fail(); err != nil {
-		return err
+// killAfterCreate is the child's provider: the real one, and SIGKILL right after a create.
+type killAfterCreate struct{ provider.Provider }
+
+func (k killAfterCreate) Apply(ctx context.Context, w provider.Want, o provider.Observed) error {
+	err := k.Provider.Apply(ctx, w, o)
+	if err == nil && !o.DatabaseExists {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
-	return f.Demo.Delete(ctx, id)
+	return err
+}
+
+// runChild runs the controller as its ServiceAccount with killAfterCreate until the kill.
+func runChild() {
+	b, err := os.ReadFile(os.Getenv(childEnv))
+	var c childConfig
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	admin := &rest.Config{Host: c.Host, TLSClientConfig: rest.TLSClientConfig{CAData: c.CA, CertData: c.Cert, KeyData: c.Key}}
+	opts, err := app.ManagerOptions(config.Pattern, app.RunOptions{Options: app.Options{Namespace: testenv.Namespace, WatchNamespaces: []string{c.Namespace}},
+		ProbeAddr: "0", MetricsAddr: "0"})
+	if err == nil {
+		var mgr manager.Manager
+		if mgr, err = newManager(app.Impersonate(admin, testenv.Namespace, controller.Name), opts); err == nil {
+			if err = controller.Setup(mgr, killAfterCreate{provider.NewPostgres()}, controller.Options{SweepInterval: time.Hour}); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				err = app.Start(ctx, mgr)
+			}
+		}
+	}
+	fmt.Fprintln(os.Stderr, "child ended without being killed:", err)
+	os.Exit(3)
 }

@@ -1,9 +1,8 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command finalizers keeps one external record per ExternalRecord through a finalizer, with
-// periodic repair. It runs with the demo in-memory provider (DEMO ONLY: records are lost when the
-// process exits); see README.md for plugging in a durable adapter.
+// Command finalizers keeps a database and a login role in a PostgreSQL server per
+// PostgresDatabase, through a finalizer, with drift repair and an orphan sweep.
 package main
 
 import (
@@ -20,13 +19,12 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-// options are the pattern's own flags of run (--repair-interval, the demo provider's faults).
+// options are the pattern's own flags of run (--sweep-interval).
 var options controller.Options
 
 func main() { app.Main(config.Pattern, run, options.BindFlags) }
 
-// run is `finalizers run`: the manager and the controller over the demo provider, served until
-// SIGTERM.
+// run is `finalizers run`: the manager and the controller over PostgreSQL, served until SIGTERM.
 func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
 	opts, err := app.ManagerOptions(config.Pattern, o) // leader election, metrics, probes: the flags
 	if err != nil {
@@ -36,11 +34,9 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
 	if err != nil {
 		return err
 	}
-	demo := provider.NewDemo(options.Demo) // a durable adapter goes here
-	if err := controller.RegisterDemoMetrics(demo); err != nil {
-		return err
-	}
-	if err := controller.Setup(mgr, demo, options); err != nil {
+	pg := provider.NewPostgres() // connections are opened per server, from each object's Secret
+	defer pg.Close()
+	if err := controller.Setup(mgr, pg, options); err != nil {
 		return err
 	}
 	return app.Start(ctx, mgr)

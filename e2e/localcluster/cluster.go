@@ -84,7 +84,7 @@ const ServiceRange = "10.0.0.0/16"
 // the cluster stops: it only makes an address range nothing here serves fail at once.
 func KeepServiceRangeLocal() error {
 	if os.Geteuid() == 0 {
-		if err := ensurePackage("iproute2", "ip"); err != nil {
+		if err := controlplane.EnsurePackage("iproute2", "ip"); err != nil {
 			return err
 		}
 	}
@@ -564,6 +564,15 @@ func freePorts(n int) ([]string, error) {
 
 // HasRealNode says whether the cluster runs the real node (Options.RealNode).
 func (c *Cluster) HasRealNode() bool { return c.node != nil }
+
+// HostIP is the host's address on the real node's link: where a Pod reaches a server running on
+// this machine ("" without a real node).
+func (c *Cluster) HostIP() string {
+	if c.node == nil {
+		return ""
+	}
+	return c.node.hostIP()
+}
 
 // LoadImages imports image archives into the real node's containerd (see LoadImages).
 func (c *Cluster) LoadImages(ctx context.Context, archives ...string) error {

@@ -64,7 +64,7 @@ var NodeSet = controlplane.Set{
 	Binaries: []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc",
 		"bridge", "host-local", "loopback", "portmap"},
 	Build: func(ctx context.Context, b *controlplane.Builder) error {
-		if err := ensurePackage("libseccomp-dev", "/usr/include/seccomp.h"); err != nil {
+		if err := controlplane.EnsurePackage("libseccomp-dev", "/usr/include/seccomp.h"); err != nil {
 			return err
 		}
 		// The version the node reports (a module build has none): the control plane's.
@@ -92,32 +92,6 @@ var NodeSet = controlplane.Set{
 		}
 		return nil
 	},
-}
-
-// ensurePackage installs a Debian package with apt-get, as root, when what it provides (a file,
-// or a command on PATH) is missing.
-func ensurePackage(pkg, provides string) error {
-	present := func() bool {
-		if filepath.IsAbs(provides) {
-			_, err := os.Stat(provides)
-			return err == nil
-		}
-		_, err := exec.LookPath(provides)
-		return err == nil
-	}
-	if present() {
-		return nil
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%s is missing: install the Debian package %s (apt-get install %s, as root)", provides, pkg, pkg)
-	}
-	_, _ = fmt.Fprintf(controlplane.Progress, "localcluster: installing %s with apt-get (for %s)\n", pkg, provides)
-	cmd := exec.Command("sh", "-c", "apt-get update -q && apt-get install -y -q "+pkg)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get install %s (for %s): %w: %s", pkg, provides, err, out)
-	}
-	return nil
 }
 
 // node is the running real node; its files are in dir (the cluster's node/).
@@ -160,7 +134,7 @@ func (c *Cluster) startNode(ctx context.Context, apiPort string, cp *envtest.Con
 		return errors.New("the real node needs root (network and mount namespaces, cgroups)")
 	}
 	for pkg, cmd := range map[string]string{"nftables": "nft", "util-linux": "nsenter", "iproute2": "ip"} {
-		if err := ensurePackage(pkg, cmd); err != nil {
+		if err := controlplane.EnsurePackage(pkg, cmd); err != nil {
 			return err
 		}
 	}

@@ -1,21 +1,25 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package controller keeps one external record per ExternalRecord, through a finalizer: the
-// finalizer is stored before any external call, the record is created (keyed by the object's UID),
-// checked and repaired on a timer (external state has no watch), and deleted — idempotently,
-// retried with backoff — before the finalizer is removed.
+// Package controller keeps a database and a login role in a PostgreSQL server per
+// PostgresDatabase, with the lifecycle of Crossplane's managed resources: the finalizer, the
+// external name and a create-pending mark are stored before the external create; the resources
+// are observed every pollInterval and drift is repaired (one event naming what changed); deletion
+// drops them (or, by policy, leaves them) before the finalizer is removed; and a periodic sweep
+// drops what the controller created for objects that no longer exist, found by a live read.
 package controller
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -45,230 +49,479 @@ import (
 // Name is the pattern's name.
 const Name = "finalizers"
 
-// Finalizer holds an ExternalRecord until its external record is deleted.
-const Finalizer = "patterns.kpatterns.dev/external-record"
+// Finalizer holds a PostgresDatabase until its database and role are dropped (or released).
+const Finalizer = "patterns.kpatterns.dev/postgres-database"
+
+// Annotations the controller writes (the first two) and reads (the last).
+const (
+	// ExternalNameAnnotation records the database's name before it is created.
+	ExternalNameAnnotation = "patterns.kpatterns.dev/external-name"
+	// CreatePendingAnnotation is set before the external create and removed once its result is
+	// recorded in the status: found set, the next reconcile observes what the create left.
+	CreatePendingAnnotation = "patterns.kpatterns.dev/external-create-pending"
+	// PausedAnnotation "true" stops every external call for the object, its deletion's included.
+	PausedAnnotation = "patterns.kpatterns.dev/paused"
+)
 
 // Reasons of the Ready condition and of events.
 const (
-	ReasonSynced        = "Synced"
-	ReasonCreated       = "Created"
-	ReasonRepaired      = "Repaired"
-	ReasonProviderError = "ProviderError"
-	ReasonDeleteFailed  = "DeleteFailed"
+	ReasonSynced         = "Synced"
+	ReasonCreated        = "Created"        // an external create
+	ReasonCreateRecorded = "CreateRecorded" // the result of an earlier process's create, found and recorded
+	ReasonUpdated        = "Updated"
+	ReasonRepaired       = "Repaired"
+	ReasonDrifted        = "Drifted"  // ObserveOnly: differs from the spec
+	ReasonNotFound       = "NotFound" // ObserveOnly: nothing to observe
+	ReasonConflict       = "Conflict" // a database, role or Secret of that name is not this object's
+	ReasonSecretError    = "ConnectionSecretError"
+	ReasonProviderError  = "ProviderError"
+	ReasonDeleteFailed   = "DeleteFailed"
+	ReasonPaused         = "Paused"
 )
 
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=externalrecords,verbs=list;watch;patch
-// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=externalrecords/status,verbs=patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresdatabases,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresdatabases/status,verbs=patch
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Options are the pattern's flags of `run`.
 type Options struct {
-	// RepairInterval is how often a synced record is checked against the external system.
-	RepairInterval time.Duration
-	Demo           provider.DemoOptions
+	// SweepInterval is how often the servers are listed for what objects that no longer exist
+	// left behind.
+	SweepInterval time.Duration
 }
 
 // BindFlags binds the options to run's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.RepairInterval, "repair-interval", time.Minute, "how often a synced record is checked and repaired")
-	o.Demo.BindFlags(fs)
+	fs.DurationVar(&o.SweepInterval, "sweep-interval", 5*time.Minute, "how often the orphan sweep lists each server")
 }
 
-// Reconciler reconciles ExternalRecords against a Provider.
+// Reconciler reconciles PostgresDatabases against a Provider.
 type Reconciler struct {
-	Client         client.Client // cache reads; writes
-	Provider       provider.Provider
-	Recorder       events.EventRecorder
-	RepairInterval time.Duration
-	orphans        orphans
+	Client    client.Client // cache reads; writes
+	APIReader client.Reader // live reads: Secrets, and the sweep's check that an object is gone
+	Provider  provider.Provider
+	Recorder  events.EventRecorder
+	conns     sync.Map // object UID → provider.Conn last read: a deletion still reaches the server after its Secret went
+	orphans   orphans
 }
 
-// orphans are the external records of objects the API server deleted while they still held the
-// finalizer, by object name: known from the watch's delete event, whose last state shows the
-// finalizer. This happens when a DELETE read the object just before the finalizer was added: the
-// API server then deletes it without re-checking finalizers (registry Store.Delete), so the
-// record created meanwhile would be left behind.
-type orphans struct {
-	mu   sync.Mutex
-	uids map[types.NamespacedName][]string
-}
-
-func (o *orphans) add(key types.NamespacedName, uid string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.uids == nil {
-		o.uids = map[types.NamespacedName][]string{}
-	}
-	o.uids[key] = append(o.uids[key], uid)
-}
-
-func (o *orphans) take(key types.NamespacedName) []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	uids := o.uids[key]
-	delete(o.uids, key)
-	return uids
-}
-
-// deletedHoldingFinalizer queues the external record of an object deleted while it still held
-// the finalizer (see orphans) and the object's name for a reconcile.
-func (r *Reconciler) deletedHoldingFinalizer(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if !controllerutil.ContainsFinalizer(e.Object, Finalizer) {
-		return // the usual end: finalize removed the finalizer after deleting the record
-	}
-	key := client.ObjectKeyFromObject(e.Object)
-	r.orphans.add(key, string(e.Object.GetUID()))
-	q.Add(reconcile.Request{NamespacedName: key})
-}
-
-// deleteOrphans deletes the records of objects deleted while holding the finalizer. The watch's
-// delete event authorizes it — never the mere absence of an object from the cache.
-func (r *Reconciler) deleteOrphans(ctx context.Context, key types.NamespacedName) error {
-	var failed []string
-	var errs []error
-	for _, uid := range r.orphans.take(key) {
-		err := r.Provider.Delete(ctx, uid)
-		logf.FromContext(ctx).Info("external delete of an object deleted while holding the finalizer", "id", uid, "err", err)
-		if err != nil {
-			failed = append(failed, uid)
-			errs = append(errs, err)
-		}
-	}
-	for _, uid := range failed {
-		r.orphans.add(key, uid) // retried with the returned error's backoff
-	}
-	return errors.Join(errs...)
-}
-
-// Setup registers the controller with provider p. Reconciles follow spec changes and the start
-// of a deletion, not the controller's own status writes (each would cost an external call).
+// Setup registers the controller and the sweep with provider p. Reconciles follow spec changes,
+// the pause annotation and the start of a deletion, not the controller's own writes.
 func Setup(mgr ctrl.Manager, p provider.Provider, o Options) error {
-	r := &Reconciler{Client: mgr.GetClient(), Provider: p, Recorder: mgr.GetEventRecorder(Name), RepairInterval: o.RepairInterval}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder(Name)}
 	deletionStarted := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
 	}}
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ExternalRecord{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted))).
-		Watches(&v1alpha1.ExternalRecord{}, handler.Funcs{DeleteFunc: r.deletedHoldingFinalizer}).
+	pauseChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetAnnotations()[PausedAnnotation] != e.ObjectNew.GetAnnotations()[PausedAnnotation]
+	}}
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.PostgresDatabase{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted, pauseChanged))).
+		Watches(&v1alpha1.PostgresDatabase{}, handler.Funcs{DeleteFunc: r.deletedHoldingFinalizer}).
 		WithOptions(controller.Options{
 			// External calls wait on the network, not on this process: a few run at once.
 			MaxConcurrentReconciles: 4,
-			// A failed external call is retried per object with exponential backoff (50 ms, doubling,
-			// at most 30 s); all retries together are held to 50/s so a failing external system
-			// is not stormed. (controller-runtime's default holds them to 10/s.)
+			// A failed call is retried per object with exponential backoff (50 ms doubling to 5 min);
+			// all retries together are held to 50/s so a failing server is not stormed.
 			RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
-				workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, 30*time.Second),
+				workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, 5*time.Minute),
 				&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(50), 100)}),
 		}).
 		Complete(r)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { // the leader's only
+		for {
+			if err := r.Sweep(ctx); err != nil {
+				logf.FromContext(ctx).Error(err, "orphan sweep")
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(o.SweepInterval):
+			}
+		}
+	}))
 }
 
-// Reconcile converges one ExternalRecord. An object missing from the cache is never a reason to
-// delete anything external: only a deletion held by the finalizer is.
+// Reconcile converges one PostgresDatabase. An object missing from the cache is never a reason to
+// drop anything: only a deletion held by the finalizer, or the sweep's live read, is.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	rec := &v1alpha1.ExternalRecord{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rec); apierrors.IsNotFound(err) {
+	db := &v1alpha1.PostgresDatabase{}
+	if err := r.Client.Get(ctx, req.NamespacedName, db); apierrors.IsNotFound(err) {
 		return reconcile.Result{}, r.deleteOrphans(ctx, req.NamespacedName)
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	if rec.DeletionTimestamp != nil {
-		return reconcile.Result{}, r.finalize(ctx, rec)
+	if db.Annotations[PausedAnnotation] == "true" {
+		p := status.NewPatcher(r.Client, db)
+		r.setReady(p, db, metav1.ConditionFalse, ReasonPaused, "external calls paused by the annotation "+PausedAnnotation)
+		return reconcile.Result{}, patchStatus(ctx, p, db)
 	}
-	if !controllerutil.ContainsFinalizer(rec, Finalizer) {
-		// The finalizer is stored — a live write, optimistic-locked — before any external call:
-		// no record can exist that a deletion would not wait for.
-		patch := client.MergeFromWithOptions(rec.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(rec, Finalizer)
-		if err := r.Client.Patch(ctx, rec, patch); err != nil {
+	if db.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.finalize(ctx, db)
+	}
+	if !controllerutil.ContainsFinalizer(db, Finalizer) {
+		// The finalizer and the external name are stored — a live write, optimistic-locked —
+		// before any external call: nothing can exist that a deletion would not wait for.
+		patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(db, Finalizer)
+		metav1.SetMetaDataAnnotation(&db.ObjectMeta, ExternalNameAnnotation, db.Spec.Database)
+		if err := r.Client.Patch(ctx, db, patch); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		if rec.DeletionTimestamp != nil { // the response is the stored object: deleted meanwhile
+		if db.DeletionTimestamp != nil { // the response is the stored object: deleted meanwhile
 			return reconcile.Result{}, nil // the deletion's event brings finalize; nothing was created
 		}
 	}
-	return r.sync(ctx, rec)
+	return r.sync(ctx, db)
 }
 
-// sync makes the external record hold spec.value: created the first time, updated after a spec
-// change, repaired when it went missing or changed behind the controller's back.
-func (r *Reconciler) sync(ctx context.Context, rec *v1alpha1.ExternalRecord) (reconcile.Result, error) {
-	patcher := status.NewPatcher(r.Client, rec)
-	id := string(rec.UID)
-	want := provider.Record{Value: rec.Spec.Value}
-	got, found, err := r.Provider.Get(ctx, id)
-	if err == nil && (!found || got != want) {
-		err = r.Provider.Put(ctx, id, want)
-		logf.FromContext(ctx).Info("external put", "id", id, "found", found, "err", err)
-		if err == nil {
-			r.recordWrite(rec, found, got)
-		}
+// sync observes the database and the role and, by the management policy, creates, repairs or
+// only reports them; then it polls again after spec.pollInterval.
+func (r *Reconciler) sync(ctx context.Context, db *v1alpha1.PostgresDatabase) (reconcile.Result, error) {
+	p := status.NewPatcher(r.Client, db)
+	fail := func(reason string, err error) (reconcile.Result, error) {
+		r.setReady(p, db, metav1.ConditionFalse, reason, err.Error())
+		return reconcile.Result{}, joinStatus(err, patchStatus(ctx, p, db))
 	}
+	poll := reconcile.Result{RequeueAfter: pollInterval(db)}
+	w, err := r.want(ctx, db, false)
 	if err != nil {
-		r.setReady(patcher, rec, metav1.ConditionFalse, ReasonProviderError, err.Error())
-		return reconcile.Result{}, joinStatus(err, patchStatus(ctx, patcher, rec))
+		return fail(ReasonSecretError, err)
 	}
-	rec.Status.ExternalID = id
-	r.setReady(patcher, rec, metav1.ConditionTrue, ReasonSynced, "the external record holds spec.value")
-	if err := patchStatus(ctx, patcher, rec); err != nil {
+	observed, err := r.Provider.Observe(ctx, w)
+	if err != nil {
+		return fail(ReasonProviderError, err)
+	}
+	if why := provider.Foreign(w, observed); why != "" {
+		r.setReady(p, db, metav1.ConditionFalse, ReasonConflict, why) // a state, not a failure: polled again
+		return poll, patchStatus(ctx, p, db)
+	}
+	drift := provider.Drift(w, observed)
+	if policy(db) == v1alpha1.ObserveOnly {
+		switch {
+		case !observed.RoleExists && !observed.DatabaseExists:
+			r.setReady(p, db, metav1.ConditionFalse, ReasonNotFound, fmt.Sprintf("neither database %s nor role %s exists", w.Database, w.Role))
+		case len(drift) > 0:
+			r.setReady(p, db, metav1.ConditionFalse, ReasonDrifted, "differs from the spec (not corrected: ObserveOnly): "+strings.Join(drift, "; "))
+		default:
+			db.Status.ExternalName = w.Database
+			r.setReady(p, db, metav1.ConditionTrue, ReasonSynced, "the database and the role are as the spec says (observed only)")
+		}
+		return poll, patchStatus(ctx, p, db)
+	}
+	reset, err := r.credentials(ctx, db, &w, observed)
+	if err != nil {
+		if errors.Is(err, errConflict) {
+			r.setReady(p, db, metav1.ConditionFalse, ReasonConflict, err.Error())
+			return poll, patchStatus(ctx, p, db)
+		}
+		return fail(ReasonProviderError, err)
+	}
+	creating := db.Status.ExternalName == "" // the result of no create is recorded yet
+	if len(drift) > 0 || reset {
+		if err := r.applyDrift(ctx, db, w, observed, creating, reset, drift); err != nil {
+			return fail(ReasonProviderError, err)
+		}
+	} else if creating { // a create whose result was not recorded (a crash, a conflicting write): found complete
+		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonCreateRecorded, "Create",
+			"database %s and role %s found created by an earlier attempt; recorded, not created again", w.Database, w.Role)
+	}
+	db.Status.ExternalName = w.Database
+	r.setReady(p, db, metav1.ConditionTrue, ReasonSynced, "the database and the role are as the spec says")
+	if err := patchStatus(ctx, p, db); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{RequeueAfter: r.RepairInterval}, nil
-}
-
-// recordWrite tells what a Put was: the first create, an update after a spec change, or a repair
-// of drift (the spec had not changed since the last sync). Its events report an external write
-// that happened, so they go out at once, whatever becomes of the status patch.
-func (r *Reconciler) recordWrite(rec *v1alpha1.ExternalRecord, found bool, got provider.Record) {
-	switch {
-	case rec.Status.ExternalID == "":
-		r.Recorder.Eventf(rec, nil, corev1.EventTypeNormal, ReasonCreated, "Create", "external record %s created", rec.UID)
-	case rec.Status.ObservedGeneration == rec.Generation:
-		what := "was missing"
-		if found {
-			what = fmt.Sprintf("held %q", got.Value)
+	if _, pending := db.Annotations[CreatePendingAnnotation]; pending { // the result is recorded: clear the mark
+		patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		delete(db.Annotations, CreatePendingAnnotation)
+		if err := r.Client.Patch(ctx, db, patch); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		now := metav1.Now()
-		rec.Status.Repairs++
-		rec.Status.LastRepairTime = &now
-		r.Recorder.Eventf(rec, nil, corev1.EventTypeWarning, ReasonRepaired, "Repair", "external record %s %s; put back", rec.UID, what)
 	}
+	return poll, nil
 }
 
-// finalize deletes the external record and then removes the finalizer. A failed delete is
-// reported (Ready=False/DeleteFailed, a Warning event on the transition) and retried with the
-// controller's backoff; the finalizer stays until the delete succeeded.
-func (r *Reconciler) finalize(ctx context.Context, rec *v1alpha1.ExternalRecord) error {
-	if !controllerutil.ContainsFinalizer(rec, Finalizer) {
+// applyDrift creates or corrects the database and the role. A create is marked pending on the
+// object first; a repair of drift (the spec unchanged since the last sync) counts in the status
+// and emits one Warning event naming every change.
+func (r *Reconciler) applyDrift(ctx context.Context, db *v1alpha1.PostgresDatabase, w provider.Want, o provider.Observed, creating, reset bool, drift []string) error {
+	if _, pending := db.Annotations[CreatePendingAnnotation]; creating && !pending {
+		patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		metav1.SetMetaDataAnnotation(&db.ObjectMeta, CreatePendingAnnotation, time.Now().UTC().Format(time.RFC3339))
+		if err := r.Client.Patch(ctx, db, patch); err != nil {
+			return err
+		}
+	}
+	if err := r.Provider.Apply(ctx, w, o); err != nil {
+		return err
+	}
+	if reset {
+		if err := r.Provider.SetPassword(ctx, w); err != nil {
+			return err
+		}
+		drift = append(drift, "role password: its Secret was missing → a new password set")
+	}
+	logf.FromContext(ctx).Info("external apply", "database", w.Database, "role", w.Role, "changes", drift)
+	change := strings.Join(drift, "; ")
+	switch {
+	case creating:
+		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonCreated, "Create", "%s", change)
+	case db.Status.ObservedGeneration != db.Generation:
+		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonUpdated, "Update", "%s", change)
+	default:
+		now := metav1.Now()
+		db.Status.Repairs++
+		db.Status.LastRepairTime = &now
+		r.Recorder.Eventf(db, nil, corev1.EventTypeWarning, ReasonRepaired, "Repair", "%s", change)
+	}
+	return nil
+}
+
+// finalize drops the database and the role (Full), releases them (Orphan) or leaves them
+// (ObserveOnly), then removes the finalizer. A failure is reported (Ready=False/DeleteFailed, a
+// Warning event on the transition) and retried with backoff; the finalizer stays until it
+// succeeded.
+func (r *Reconciler) finalize(ctx context.Context, db *v1alpha1.PostgresDatabase) error {
+	if !controllerutil.ContainsFinalizer(db, Finalizer) {
 		return nil
 	}
-	err := r.Provider.Delete(ctx, string(rec.UID))
-	logf.FromContext(ctx).Info("external delete", "id", string(rec.UID), "err", err)
-	if err != nil {
-		patcher := status.NewPatcher(r.Client, rec)
-		r.setReady(patcher, rec, metav1.ConditionFalse, ReasonDeleteFailed, "deleting the external record: "+err.Error())
-		return joinStatus(err, patchStatus(ctx, patcher, rec))
+	if pol := policy(db); pol != v1alpha1.ObserveOnly {
+		w, err := r.want(ctx, db, true)
+		if err == nil && pol == v1alpha1.Orphan {
+			err = r.Provider.Release(ctx, w)
+		} else if err == nil {
+			err = r.Provider.Delete(ctx, w)
+		}
+		logf.FromContext(ctx).Info("external delete", "database", db.Spec.Database, "policy", pol, "err", err)
+		if err != nil {
+			p := status.NewPatcher(r.Client, db)
+			r.setReady(p, db, metav1.ConditionFalse, ReasonDeleteFailed, "deleting: "+err.Error())
+			return joinStatus(err, patchStatus(ctx, p, db))
+		}
 	}
-	patch := client.MergeFromWithOptions(rec.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(rec, Finalizer)
-	return client.IgnoreNotFound(r.Client.Patch(ctx, rec, patch))
+	patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(db, Finalizer)
+	if err := client.IgnoreNotFound(r.Client.Patch(ctx, db, patch)); err != nil {
+		return err
+	}
+	r.conns.Delete(db.UID)
+	return nil
+}
+
+// want is what db asks of its server, the connection read live from its Secret — or, for a
+// deletion (deleting) when the Secret is gone (a namespace being deleted removes it too), the
+// connection last read for the object.
+func (r *Reconciler) want(ctx context.Context, db *v1alpha1.PostgresDatabase, deleting bool) (provider.Want, error) {
+	w := provider.Want{Database: db.Spec.Database, Role: db.Spec.Role, ConnectionLimit: -1}
+	if db.Spec.ConnectionLimit != nil {
+		w.ConnectionLimit = *db.Spec.ConnectionLimit
+	}
+	if policy(db) != v1alpha1.ObserveOnly { // observing needs no ownership
+		w.Owner = provider.Owner{UID: string(db.UID), Namespace: db.Namespace, Name: db.Name, Orphan: policy(db) == v1alpha1.Orphan}
+	}
+	c, err := r.conn(ctx, client.ObjectKey{Namespace: db.Namespace, Name: db.Spec.ConnectionSecret})
+	if last, ok := r.conns.Load(db.UID); deleting && apierrors.IsNotFound(err) && ok {
+		c, err = last.(provider.Conn), nil
+	}
+	if err != nil {
+		return w, err
+	}
+	r.conns.Store(db.UID, c)
+	w.Conn = c
+	return w, nil
+}
+
+// conn reads a connection Secret, live.
+func (r *Reconciler) conn(ctx context.Context, key client.ObjectKey) (provider.Conn, error) {
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, key, s); err != nil {
+		return provider.Conn{}, fmt.Errorf("connection Secret %s: %w", key.Name, err)
+	}
+	c := provider.Conn{Host: string(s.Data["host"]), Port: string(s.Data["port"]), Username: string(s.Data["username"]),
+		Password: string(s.Data["password"]), SSLMode: string(s.Data["sslmode"])}
+	if c.Host == "" || c.Port == "" || c.Username == "" {
+		return c, fmt.Errorf("connection Secret %s: keys host, port and username are required", key.Name)
+	}
+	return c, nil
+}
+
+var errConflict = errors.New("not this object's")
+
+// CredentialsSecret is the name of the Secret holding db's role login.
+func CredentialsSecret(db *v1alpha1.PostgresDatabase) string { return db.Name + "-credentials" }
+
+// credentials sets w.Password from the object's credentials Secret, read live; when it is missing
+// it is created (owned by the object) with a new random password, and reset says the role, if it
+// exists, needs that password. A Secret of that name that is not the object's is never touched.
+func (r *Reconciler) credentials(ctx context.Context, db *v1alpha1.PostgresDatabase, w *provider.Want, o provider.Observed) (reset bool, err error) {
+	s := &corev1.Secret{}
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: CredentialsSecret(db)}, s)
+	if err == nil {
+		if !metav1.IsControlledBy(s, db) {
+			return false, fmt.Errorf("the Secret %s exists and is %w", CredentialsSecret(db), errConflict)
+		}
+		w.Password = string(s.Data["password"])
+		return false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	w.Password = hex.EncodeToString(b[:])
+	s = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: CredentialsSecret(db), Namespace: db.Namespace, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: v1alpha1.GroupVersion.String(), Kind: "PostgresDatabase", Name: db.Name, UID: db.UID, Controller: new(true)}}},
+		Type: corev1.SecretTypeOpaque,
+		StringData: map[string]string{"username": w.Role, "password": w.Password, "database": w.Database,
+			"host": w.Conn.Host, "port": w.Conn.Port},
+	}
+	if err := r.Client.Create(ctx, s); err != nil {
+		return false, err // AlreadyExists: created meanwhile; the retry reads it
+	}
+	return o.RoleExists, nil
+}
+
+// Sweep drops what the controller created for objects that no longer exist, on every server an
+// object references (or referenced, in this process). An object counts as gone only when a live
+// read finds it missing or with another UID; a cache miss never decides. Resources released
+// (Orphan policy) carry no tag and are never listed.
+func (r *Reconciler) Sweep(ctx context.Context) error {
+	list := &v1alpha1.PostgresDatabaseList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return err
+	}
+	inCache := map[types.UID]bool{}
+	secrets := map[client.ObjectKey]bool{}
+	for _, db := range list.Items {
+		inCache[db.UID] = true
+		secrets[client.ObjectKey{Namespace: db.Namespace, Name: db.Spec.ConnectionSecret}] = true
+	}
+	servers := map[provider.Conn]bool{}
+	for key := range secrets { // each Secret read once
+		if c, err := r.conn(ctx, key); err == nil {
+			servers[c] = true
+		}
+	}
+	r.conns.Range(func(_, c any) bool { servers[c.(provider.Conn)] = true; return true })
+	var errs []error
+	for c := range servers {
+		owned, err := r.Provider.Owned(ctx, c)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, w := range owned {
+			if inCache[types.UID(w.Owner.UID)] || w.Owner.Orphan {
+				continue
+			}
+			live := &v1alpha1.PostgresDatabase{}
+			err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: w.Owner.Namespace, Name: w.Owner.Name}, live)
+			if err == nil && string(live.UID) == w.Owner.UID || err != nil && !apierrors.IsNotFound(err) {
+				continue // it exists (the cache is behind), or it cannot be known now
+			}
+			err = r.Provider.Delete(ctx, w)
+			logf.FromContext(ctx).Info("swept: its object no longer exists", "database", w.Database, "role", w.Role,
+				"object", w.Owner.Namespace+"/"+w.Owner.Name, "uid", w.Owner.UID, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// orphans are objects the API server deleted while they still held the finalizer, by name: known
+// from the watch's delete event, whose last state shows the finalizer. This happens when a DELETE
+// read the object just before the finalizer was added: the API server then deletes it without
+// re-checking finalizers (registry Store.Delete), so what was created meanwhile would be left
+// behind until the next sweep. Deleting it on that event closes the gap at once.
+type orphans struct {
+	mu   sync.Mutex
+	objs map[types.NamespacedName][]*v1alpha1.PostgresDatabase
+}
+
+func (o *orphans) add(key types.NamespacedName, db *v1alpha1.PostgresDatabase) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.objs == nil {
+		o.objs = map[types.NamespacedName][]*v1alpha1.PostgresDatabase{}
+	}
+	o.objs[key] = append(o.objs[key], db)
+}
+
+func (o *orphans) take(key types.NamespacedName) []*v1alpha1.PostgresDatabase {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	objs := o.objs[key]
+	delete(o.objs, key)
+	return objs
+}
+
+// deletedHoldingFinalizer queues an object deleted while it still held the finalizer (see
+// orphans) for a reconcile of its name.
+func (r *Reconciler) deletedHoldingFinalizer(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	db, ok := e.Object.(*v1alpha1.PostgresDatabase)
+	if !ok || !controllerutil.ContainsFinalizer(db, Finalizer) {
+		return // the usual end: finalize removed the finalizer after dropping the database
+	}
+	key := client.ObjectKeyFromObject(db)
+	r.orphans.add(key, db)
+	q.Add(reconcile.Request{NamespacedName: key})
+}
+
+// deleteOrphans finalizes the objects deleted while holding the finalizer. The watch's delete
+// event authorizes it — never the mere absence of an object from the cache.
+func (r *Reconciler) deleteOrphans(ctx context.Context, key types.NamespacedName) error {
+	var errs []error
+	for _, db := range r.orphans.take(key) {
+		w, err := r.want(ctx, db, true)
+		if err == nil && policy(db) == v1alpha1.Full {
+			err = r.Provider.Delete(ctx, w)
+		}
+		if err == nil {
+			r.conns.Delete(db.UID)
+		}
+		logf.FromContext(ctx).Info("external delete of an object deleted while holding the finalizer", "database", db.Spec.Database, "err", err)
+		if err != nil {
+			r.orphans.add(key, db) // retried with the returned error's backoff
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func policy(db *v1alpha1.PostgresDatabase) v1alpha1.ManagementPolicy {
+	if db.Spec.ManagementPolicy == "" {
+		return v1alpha1.Full
+	}
+	return db.Spec.ManagementPolicy
+}
+
+func pollInterval(db *v1alpha1.PostgresDatabase) time.Duration {
+	if db.Spec.PollInterval == nil || db.Spec.PollInterval.Duration < 10*time.Second {
+		return time.Minute // the API's default and floor hold for stored objects; this is for others
+	}
+	return db.Spec.PollInterval.Duration
 }
 
 // setReady sets the Ready condition; a change of reason to a failure is announced once, as a
 // Warning event, once the status that records it is written (p).
-func (r *Reconciler) setReady(p *status.Patcher[*v1alpha1.ExternalRecord], rec *v1alpha1.ExternalRecord, s metav1.ConditionStatus, reason, msg string) {
-	prev := meta.FindStatusCondition(rec.Status.Conditions, conditions.Ready)
+func (r *Reconciler) setReady(p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase, s metav1.ConditionStatus, reason, msg string) {
+	prev := meta.FindStatusCondition(db.Status.Conditions, conditions.Ready)
 	if s == metav1.ConditionFalse && (prev == nil || prev.Reason != reason) {
-		p.Eventf(r.Recorder, rec, corev1.EventTypeWarning, reason, "Sync", "%s", msg)
+		p.Eventf(r.Recorder, db, corev1.EventTypeWarning, reason, "Sync", "%s", msg)
 	}
-	meta.SetStatusCondition(&rec.Status.Conditions, metav1.Condition{Type: conditions.Ready, Status: s,
-		Reason: reason, Message: msg, ObservedGeneration: rec.Generation})
-	rec.Status.ObservedGeneration = rec.Generation
+	meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: conditions.Ready, Status: s,
+		Reason: reason, Message: msg, ObservedGeneration: db.Generation})
+	db.Status.ObservedGeneration = db.Generation
 }
 
 // patchStatus writes the status (status.Patcher); an object deleted meanwhile needs none.
-func patchStatus(ctx context.Context, p *status.Patcher[*v1alpha1.ExternalRecord], rec *v1alpha1.ExternalRecord) error {
-	return client.IgnoreNotFound(p.Patch(ctx, rec))
+func patchStatus(ctx context.Context, p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase) error {
+	return client.IgnoreNotFound(p.Patch(ctx, db))
 }
 
 func joinStatus(err, statusErr error) error {
@@ -276,30 +529,4 @@ func joinStatus(err, statusErr error) error {
 		return fmt.Errorf("%w (and the status: %v)", err, statusErr)
 	}
 	return err
-}
-
-// RegisterDemoMetrics exposes the demo provider's counts on the manager's metrics endpoint, so a
-// test or a person can see from outside the process that no record leaked or was created twice:
-// the records held now (a gauge) and counters of creates, distinct ids ever created and injected
-// failures.
-func RegisterDemoMetrics(d *provider.Demo) error {
-	const prefix = "finalizers_demo_provider_"
-	stat := func(v func(provider.DemoStats) int) func() float64 {
-		return func() float64 { return float64(v(d.Stats())) }
-	}
-	for _, c := range []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: prefix + "records", Help: "Records the demo provider holds now."},
-			stat(func(s provider.DemoStats) int { return s.Records })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "creates_total", Help: "Puts that created a record."},
-			stat(func(s provider.DemoStats) int { return int(s.Creates) })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "created_ids_total", Help: "Distinct ids ever created (creates above this: a record created twice)."},
-			stat(func(s provider.DemoStats) int { return s.Created })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "injected_failures_total", Help: "Calls failed by fault injection."},
-			stat(func(s provider.DemoStats) int { return int(s.Failures) })),
-	} {
-		if err := metrics.Registry.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
 }

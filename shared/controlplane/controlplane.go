@@ -261,3 +261,29 @@ func (b *Builder) Go(ctx context.Context, what, module string, env []string, arg
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Second) }
+
+// EnsurePackage installs a Debian package with apt-get, as root, when what it provides (a file,
+// or a command on PATH) is missing.
+func EnsurePackage(pkg, provides string) error {
+	present := func() bool {
+		if filepath.IsAbs(provides) {
+			_, err := os.Stat(provides)
+			return err == nil
+		}
+		_, err := exec.LookPath(provides)
+		return err == nil
+	}
+	if present() {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s is missing: install the Debian package %s (apt-get install %s, as root)", provides, pkg, pkg)
+	}
+	_, _ = fmt.Fprintf(Progress, "installing %s with apt-get (for %s)\n", pkg, provides)
+	cmd := exec.Command("sh", "-c", "apt-get update -q && apt-get install -y -q "+pkg)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get install %s (for %s): %w: %s", pkg, provides, err, out)
+	}
+	return nil
+}

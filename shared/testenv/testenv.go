@@ -58,7 +58,12 @@ type Env struct {
 	Client  client.Client // admin client with the pattern's types: live reads and writes (no cache)
 	Pattern Pattern
 	env     *envtest.Environment
+	atExit  []func()
 }
+
+// AtExit runs f when Main ends, after the API server stopped: to stop what a TestMain started
+// beside it (an external system the pattern manages, say).
+func (e *Env) AtExit(f func()) { e.atExit = append(e.atExit, f) }
 
 // Main starts the API server, installs p's manifests (and fixtures, as Start does), runs the tests
 // and stops the server. It is meant for TestMain:
@@ -75,6 +80,9 @@ func Main(m *testing.M, p Pattern, set func(*Env), fixtures ...client.Object) {
 	code := m.Run()
 	if err := e.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+	}
+	for _, f := range e.atExit {
+		f()
 	}
 	os.Exit(code)
 }

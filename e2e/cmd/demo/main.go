@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -50,6 +51,7 @@ import (
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	finalizersv1alpha1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	finalizers "github.com/kpatterns/kpatterns/finalizers/controller"
+	"github.com/kpatterns/kpatterns/finalizers/provider"
 	lifespanv1alpha1 "github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
 	lifespan "github.com/kpatterns/kpatterns/lifespan/controller"
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
@@ -58,6 +60,7 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/conditions"
 	"github.com/kpatterns/kpatterns/shared/digest"
+	"github.com/kpatterns/kpatterns/shared/postgres"
 	"github.com/kpatterns/kpatterns/shared/rollout"
 	"github.com/kpatterns/kpatterns/shared/shard"
 	summaryv1alpha1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
@@ -407,37 +410,90 @@ func (d *demo) bundleChildren(b *childsetv1alpha1.Bundle, n int32) error {
 	return nil
 }
 
+// finalizers shows a database and a role in a real PostgreSQL (the OS's, started for the part):
+// created under the finalizer, drift repaired with an event naming the change, dropped on delete.
 func (d *demo) finalizers() error {
+	step("Start a PostgreSQL server on this machine (Debian's postgresql package; installed when missing), in a temporary directory")
+	pg, err := postgres.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { d.stop("finalizers"); _ = pg.Remove() }() // the part's server goes with it
+	fmt.Printf("    postgres listening on %s:%d (log %s)\n", pg.Host, pg.Port, pg.Log())
 	if err := d.start("finalizers"); err != nil {
 		return err
 	}
-	step("ExternalRecord demo-user stands for a record in an external system (here the demo in-memory provider)")
-	rec := &finalizersv1alpha1.ExternalRecord{ObjectMeta: metav1.ObjectMeta{Name: "demo-user", Namespace: ns},
-		Spec: finalizersv1alpha1.ExternalRecordSpec{Value: "alice"}}
-	if err := d.recreate(rec, rec.DeepCopy()); err != nil {
+	step("Secret pg-admin says how to reach it; PostgresDatabase demo asks for database demo_app, owned by role demo_app, connection limit 5")
+	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-admin", Namespace: ns}, StringData: map[string]string{
+		"host": pg.Host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}}
+	db := &finalizersv1alpha1.PostgresDatabase{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
+		Spec: finalizersv1alpha1.PostgresDatabaseSpec{ConnectionSecret: admin.Name, Database: "demo_app", Role: "demo_app",
+			ConnectionLimit: ptr.To[int32](5), PollInterval: &metav1.Duration{Duration: 10 * time.Second}}}
+	for _, o := range []client.Object{admin, db} {
+		if err := d.recreate(o, o.DeepCopyObject().(client.Object)); err != nil {
+			return err
+		}
+	}
+	if err := d.waitFor(db.Name, db, func() bool { return ready(db.Status.Conditions) }); err != nil {
 		return err
 	}
-	if err := d.waitFor(rec.Name, rec, func() bool { return ready(rec.Status.Conditions) }); err != nil {
+	conn := provider.Conn{Host: pg.Host, Port: strconv.Itoa(pg.Port), Username: postgres.User, Password: pg.Password, SSLMode: "disable"}
+	p := provider.NewPostgres()
+	defer p.Close()
+	want := provider.Want{Conn: conn, Database: db.Spec.Database, Role: db.Spec.Role}
+	server := func() error {
+		o, err := p.Observe(d.ctx, want)
+		fmt.Printf("    in PostgreSQL: database exists=%v owner=%s comment=%q; role exists=%v connection limit=%d\n",
+			o.DatabaseExists, o.DatabaseOwner, o.DatabaseTag, o.RoleExists, o.ConnectionLimit)
 		return err
 	}
-	show(rec.Name, map[string]any{"finalizers": rec.Finalizers, "status.externalID": rec.Status.ExternalID})
-	fmt.Println("    (the finalizer was stored before the external record was created; the record is keyed by the UID)")
-	step("Delete it: the finalizer holds the object until the external record is deleted")
-	fmt.Println("    kubectl delete externalrecord demo-user")
-	if err := d.c.Delete(d.ctx, rec); err != nil {
+	show(db.Name, map[string]any{"finalizers": db.Finalizers, "status.externalName": db.Status.ExternalName})
+	if err := server(); err != nil {
+		return err
+	}
+	fmt.Printf("    (its role's login is in Secret %s, owned by the object)\n", finalizers.CredentialsSecret(db))
+	step("Someone changes the role behind the controller's back; the next poll (pollInterval 10s) puts it back, with an event")
+	fmt.Println("    psql: ALTER ROLE demo_app CONNECTION LIMIT 50")
+	pc, err := pgx.Connect(d.ctx, pg.URL("", "postgres"))
+	if err != nil {
+		return err
+	}
+	_, err = pc.Exec(d.ctx, "ALTER ROLE demo_app CONNECTION LIMIT 50")
+	_ = pc.Close(d.ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.waitFor(db.Name, db, func() bool { return db.Status.Repairs > 0 }); err != nil {
+		return err
+	}
+	events := &corev1.EventList{}
+	if err := d.c.List(d.ctx, events, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": db.Name}); err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.Reason == finalizers.ReasonRepaired {
+			fmt.Printf("    event %s %s: %s\n", e.Type, e.Reason, e.Message)
+		}
+	}
+	if err := server(); err != nil {
+		return err
+	}
+	step("Delete it: the finalizer holds the object until the database and the role are dropped")
+	fmt.Println("    kubectl delete postgresdatabase demo")
+	if err := d.c.Delete(d.ctx, db); err != nil {
 		return err
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		err := d.c.Get(d.ctx, client.ObjectKeyFromObject(rec), rec)
+		err := d.c.Get(d.ctx, client.ObjectKeyFromObject(db), db)
 		if apierrors.IsNotFound(err) {
 			break
 		}
 		if err != nil || time.Now().After(deadline) {
-			return fmt.Errorf("demo-user not deleted: %v", err)
+			return fmt.Errorf("demo not deleted: %v", err)
 		}
 	}
-	fmt.Printf("    externalrecord.patterns.kpatterns.dev \"demo-user\" deleted (external record gone, finalizer %s removed)\n", finalizers.Finalizer)
-	return nil
+	fmt.Printf("    postgresdatabase.patterns.kpatterns.dev \"demo\" deleted (finalizer %s removed after the drop)\n", finalizers.Finalizer)
+	return server()
 }
 
 // lifespan shows the lifetime hooks: a Heartbeat term per leader, a restart (SIGTERM, a new

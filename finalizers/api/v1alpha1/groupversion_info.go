@@ -1,8 +1,8 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package v1alpha1 is the ExternalRecord API: a custom resource that stands for a record in an
-// external system, created and deleted through a finalizer.
+// Package v1alpha1 is the PostgresDatabase API: a custom resource that stands for a database and a
+// login role in a PostgreSQL server, created and dropped through a finalizer.
 // +kubebuilder:object:generate=true
 // +groupName=patterns.kpatterns.dev
 package v1alpha1
@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	// GroupVersion is the API group and version of ExternalRecord.
+	// GroupVersion is the API group and version of PostgresDatabase.
 	GroupVersion = schema.GroupVersion{Group: "patterns.kpatterns.dev", Version: "v1alpha1"}
 	// SchemeBuilder registers the types (apimachinery's builder: API packages depend on nothing more).
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
@@ -23,7 +23,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ExternalRecord{}, &ExternalRecordList{})
+	s.AddKnownTypes(GroupVersion, &PostgresDatabase{}, &PostgresDatabaseList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
