@@ -480,7 +480,7 @@ func benchConverged(ctx context.Context, t *testing.T, cfg *envconf.Config, size
 		sum += writes
 		if len(bc.external) > 0 {
 			ext := logLines(t, filepath.Join(logs, bc.pattern+".log"), bc.external...)
-			byMethod += fmt.Sprintf("; external writes **%d**", ext)
+			byMethod = strings.TrimSpace(byMethod + fmt.Sprintf(" (external writes **%d**)", ext))
 			if ext != 0 {
 				t.Errorf("%s: %d external writes after its restart over %d converged objects; want 0", bc.pattern, ext, n)
 			}
