@@ -17,6 +17,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -122,6 +123,10 @@ func workload(t *testing.T, w controller.WorkloadKind, ns, name string, optIn bo
 		obj = &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0), Selector: sel, Template: tpl}}
 	case "DaemonSet":
 		obj = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tpl}}
+	case "CronJob":
+		tpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		obj = &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", Suspend: ptr.To(true),
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tpl}}}}
 	}
 	if err := env.Client.Create(context.Background(), obj); err != nil {
 		t.Fatal(err)
@@ -540,5 +545,329 @@ func TestCacheHoldsNoValues(t *testing.T) {
 	}
 	if b, _ := json.Marshal(l); !strings.Contains(string(b), value) && !strings.Contains(string(b), "dkBsdWUt") {
 		t.Errorf("a whole-object cache should hold the Secret's value (base64 in JSON): %s", b)
+	}
+}
+
+// annotate sets (or, with v "", removes) an annotation on an object, live.
+func annotate(t *testing.T, obj client.Object, key, v string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		a := obj.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		if v == "" {
+			delete(a, key)
+		} else {
+			a[key] = v
+		}
+		obj.SetAnnotations(a)
+		return env.Client.Update(context.Background(), obj)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recorded waits until the workload's record (DigestsAnnotation) has entry for key, and returns it.
+func recorded(t *testing.T, w controller.WorkloadKind, obj client.Object, key, entry string) client.Object {
+	t.Helper()
+	testenv.Eventually(t, obj.GetName()+" records "+key+"="+entry, func() error {
+		obj = get(t, w, obj.GetNamespace(), obj.GetName())
+		if !strings.Contains(obj.GetAnnotations()[controller.DigestsAnnotation]+",", key+"="+entry+",") {
+			return fmt.Errorf("record %q", obj.GetAnnotations()[controller.DigestsAnnotation])
+		}
+		return nil
+	})
+	return obj
+}
+
+// A source annotated reloader-ignore never rolls anything: its change is not rolled (the change of
+// the other source after it is, alone), and neither setting nor removing the annotation rolls —
+// after its removal it counts again. (StatefulSets: their generation moves only with the template.)
+func TestIgnoredSourceNeverRolls(t *testing.T) {
+	ns := env.Namespace(t)
+	start(t, controller.Options{})
+	s := controller.Workloads[1]
+	source(t, ns, controller.ConfigMap, "noisy", map[string]string{"k": "v"})
+	source(t, ns, controller.ConfigMap, "real", map[string]string{"k": "v"})
+	noisy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "noisy", Namespace: ns}}
+	annotate(t, noisy, controller.IgnoreAnnotation, "true")
+	app := workload(t, s, ns, "app", true, func(p *corev1.PodSpec) {
+		p.Containers[0].EnvFrom = []corev1.EnvFromSource{envFrom(controller.ConfigMap, "noisy"), envFrom(controller.ConfigMap, "real")}
+	})
+	app = recorded(t, s, baselined(t, s, app), "configmap/noisy", controller.Ignored)
+	setData(t, ns, controller.ConfigMap, "noisy", "k", "v2")
+	setData(t, ns, controller.ConfigMap, "real", "k", "v2")
+	after, n := rolled(t, s, app)
+	if n != 1 {
+		t.Errorf("%d template changes for one counted change after an ignored one, want 1", n)
+	}
+	env.WaitForEvent(t, ns, "app", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed data of configmap/real")
+	annotate(t, noisy, controller.IgnoreAnnotation, "")
+	counted := recorded(t, s, after, "configmap/noisy", digestOf(t, s, after, "configmap/noisy"))
+	if counted.GetGeneration() != after.GetGeneration() {
+		t.Errorf("removing the ignore annotation rolled: generation %d → %d", after.GetGeneration(), counted.GetGeneration())
+	}
+	setData(t, ns, controller.ConfigMap, "noisy", "k", "v3")
+	if _, n := rolled(t, s, counted); n != 1 {
+		t.Errorf("%d template changes for a change once counted again, want 1", n)
+	}
+}
+
+// digestOf is the record's entry for a source the workload references, from the live source.
+func digestOf(t *testing.T, w controller.WorkloadKind, obj client.Object, key string) string {
+	t.Helper()
+	refs := controller.Refs(&w.Template(obj).Spec)
+	for _, r := range refs {
+		if r.Key() != key {
+			continue
+		}
+		var src client.Object = &corev1.ConfigMap{}
+		if r.Kind == controller.Secret {
+			src = &corev1.Secret{}
+		}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: obj.GetNamespace(), Name: r.Name}, src); err != nil {
+			t.Fatal(err)
+		}
+		p, err := controller.Project(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return controller.Digests([]controller.Ref{r}, func(controller.Ref) client.Object { return p.(client.Object) })[0][:16]
+	}
+	t.Fatalf("%s does not reference %s", obj.GetName(), key)
+	return ""
+}
+
+// A paused workload is not rolled — the record is left as it was, so the changes made meanwhile
+// roll once when the pause ends, also through a restart of the reloader. A pause until a time ends
+// by itself; a time that does not parse holds rollouts, with a Warning event.
+func TestPauseRollsOnceWhenItEnds(t *testing.T) {
+	ns := env.Namespace(t)
+	s := controller.Workloads[1]
+	source(t, ns, controller.ConfigMap, "cfg", map[string]string{"k": "v"})
+	app := workload(t, s, ns, "app", true, forms["envfrom"](controller.ConfigMap, "cfg"))
+	t.Run("paused, two changes", func(t *testing.T) {
+		start(t, controller.Options{}, ns)
+		app = baselined(t, s, app)
+		annotate(t, app, controller.PausedAnnotation, "true")
+		setData(t, ns, controller.ConfigMap, "cfg", "k", "v2")
+		setData(t, ns, controller.ConfigMap, "cfg", "k", "v3")
+	}) // the reloader stops here
+	mgr, c := start(t, controller.Options{}, ns)
+	held := get(t, s, ns, "app")
+	testenv.WaitCached(t, c, held)
+	testenv.Eventually(t, "the last change cached", func() error {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, cm); err != nil {
+			return err
+		}
+		if digestOf(t, s, held, "configmap/cfg") != controller.Digests([]controller.Ref{{Kind: controller.ConfigMap, Name: "cfg"}}, func(controller.Ref) client.Object { return cm })[0][:16] {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	writes := testenv.CountWrites(mgr.GetClient())
+	r := &controller.Reconciler{Workload: s, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
+	if res, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(held)}); err != nil || writes.N() != 0 || res.RequeueAfter != 0 {
+		t.Fatalf("paused: %v, %v, %d writes; want no write, no requeue", res, err, writes.N())
+	}
+	if held.GetGeneration() != app.GetGeneration() {
+		t.Fatalf("rolled while paused: generation %d → %d", app.GetGeneration(), held.GetGeneration())
+	}
+	annotate(t, held, controller.PausedAnnotation, "")
+	after, n := rolled(t, s, held)
+	if n != 1 {
+		t.Errorf("%d template changes when the pause ended, want 1", n)
+	}
+
+	annotate(t, after, controller.PausedUntilAnnotation, "tomorrow")
+	setData(t, ns, controller.ConfigMap, "cfg", "k", "v4")
+	env.WaitForEvent(t, ns, "app", corev1.EventTypeWarning, controller.ReasonInvalidPause, "")
+	annotate(t, after, controller.PausedUntilAnnotation, time.Now().Add(2*time.Second).UTC().Format(time.RFC3339))
+	if _, n := rolled(t, s, after); n != 1 {
+		t.Errorf("%d template changes when the pause's time passed, want 1", n)
+	}
+}
+
+// With --max-rollouts-per-second, a change to a source 200 workloads read rolls every one of them,
+// each once.
+func TestRolloutRateLimit(t *testing.T) {
+	ns := env.Namespace(t)
+	start(t, controller.Options{MaxRolloutsPerSecond: 20}, ns)
+	s := controller.Workloads[1]
+	source(t, ns, controller.ConfigMap, "shared", map[string]string{"k": "v"})
+	apps := make([]client.Object, 200)
+	for i := range apps {
+		apps[i] = workload(t, s, ns, fmt.Sprintf("app-%03d", i), true, forms["envfrom"](controller.ConfigMap, "shared"))
+	}
+	for i := range apps {
+		apps[i] = baselined(t, s, apps[i])
+	}
+	began := time.Now()
+	setData(t, ns, controller.ConfigMap, "shared", "k", "v2")
+	for _, a := range apps {
+		if _, n := rolled(t, s, a); n != 1 {
+			t.Errorf("%s: %d template changes, want 1", a.GetName(), n)
+		}
+	}
+	t.Logf("200 rollouts at 20/s took %s", time.Since(began).Round(100*time.Millisecond))
+}
+
+// Only what a workload reads counts: of one ConfigMap and one Secret, each StatefulSet reads key a
+// in one form — env valueFrom in a container or an init container, volume items, projected items
+// — or everything (envFrom with a prefix). Changing key b rolls only the whole readers; changing
+// key a rolls every one, once.
+func TestOnlyReadKeysCount(t *testing.T) {
+	ns := env.Namespace(t)
+	mgr, c := start(t, controller.Options{}, ns)
+	s := controller.Workloads[1]
+	readA := map[string]func(controller.Kind, string) func(*corev1.PodSpec){
+		"env": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+			return func(p *corev1.PodSpec) {
+				forms["keyref"](k, n)(p)
+				p.Containers[0].Env[0].ValueFrom = keyRef(k, n, "a")
+			}
+		},
+		"init": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+			return func(p *corev1.PodSpec) {
+				p.InitContainers = []corev1.Container{{Name: "init", Image: "busybox", Env: []corev1.EnvVar{{Name: "A", ValueFrom: keyRef(k, n, "a")}}}}
+			}
+		},
+		"items": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+			return func(p *corev1.PodSpec) {
+				forms["volume"](k, n)(p)
+				items := []corev1.KeyToPath{{Key: "a", Path: "a"}}
+				if v := p.Volumes[0].VolumeSource; v.ConfigMap != nil {
+					v.ConfigMap.Items = items
+				} else {
+					v.Secret.Items = items
+				}
+			}
+		},
+		"projected": func(k controller.Kind, n string) func(*corev1.PodSpec) {
+			return func(p *corev1.PodSpec) {
+				forms["projected"](k, n)(p)
+				items := []corev1.KeyToPath{{Key: "a", Path: "a"}}
+				if src := p.Volumes[0].Projected.Sources[0]; src.ConfigMap != nil {
+					src.ConfigMap.Items = items
+				} else {
+					src.Secret.Items = items
+				}
+			}
+		},
+	}
+	whole := func(k controller.Kind, n string) func(*corev1.PodSpec) {
+		return func(p *corev1.PodSpec) {
+			forms["envfrom"](k, n)(p)
+			p.Containers[0].EnvFrom[0].Prefix = "CFG_"
+		}
+	}
+	readers := map[string]client.Object{}
+	for _, k := range kinds {
+		src := string(k) + "-src"
+		source(t, ns, k, src, map[string]string{"a": "1", "b": "1"})
+		for form, spec := range readA {
+			readers[string(k)+"-"+form] = workload(t, s, ns, string(k)+"-"+form, true, spec(k, src))
+		}
+		readers[string(k)+"-whole"] = workload(t, s, ns, string(k)+"-whole", true, whole(k, src))
+	}
+	for name, o := range readers {
+		readers[name] = baselined(t, s, o)
+	}
+	for _, k := range kinds {
+		setData(t, ns, k, string(k)+"-src", "b", "2")
+	}
+	for _, k := range kinds { // the whole readers roll ...
+		readers[string(k)+"-whole"], _ = rolled(t, s, readers[string(k)+"-whole"])
+	}
+	for _, k := range kinds {
+		sourceCached(t, c, k, ns, string(k)+"-src")
+	}
+	writes := testenv.CountWrites(mgr.GetClient())
+	for name, o := range readers { // ... and, with that change cached, the others have nothing to write
+		if strings.HasSuffix(name, "-whole") {
+			continue
+		}
+		testenv.WaitCached(t, c, o)
+		r := &controller.Reconciler{Workload: s, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
+		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}); err != nil {
+			t.Fatal(err)
+		}
+		if now := get(t, s, ns, name); now.GetGeneration() != o.GetGeneration() {
+			t.Errorf("%s rolled for a key it does not read", name)
+		}
+	}
+	if n := writes.N(); n != 0 {
+		t.Errorf("%d writes for a key only the whole readers read, want 0", n)
+	}
+	for _, k := range kinds {
+		setData(t, ns, k, string(k)+"-src", "a", "2")
+	}
+	for name, o := range readers {
+		if _, n := rolled(t, s, o); n != 1 {
+			t.Errorf("%s: %d template changes for a change of the key it reads, want 1", name, n)
+		}
+	}
+}
+
+// sourceCached waits until c holds the live version of a source.
+func sourceCached(t *testing.T, c client.Reader, k controller.Kind, ns, name string) {
+	t.Helper()
+	var live, cached client.Object = &corev1.ConfigMap{}, &corev1.ConfigMap{}
+	if k == controller.Secret {
+		live, cached = &corev1.Secret{}, &corev1.Secret{}
+	}
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	if err := env.Client.Get(context.Background(), key, live); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, name+" cached", func() error {
+		if err := c.Get(context.Background(), key, cached); err != nil {
+			return err
+		}
+		if cached.GetResourceVersion() != live.GetResourceVersion() {
+			return fmt.Errorf("cached %s, live %s", cached.GetResourceVersion(), live.GetResourceVersion())
+		}
+		return nil
+	})
+}
+
+func keyRef(k controller.Kind, n, key string) *corev1.EnvVarSource {
+	if k == controller.Secret {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: n}, Key: key}}
+	}
+	return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: n}, Key: key}}
+}
+
+// A record written before only read keys counted (the whole source's digest under its plain name)
+// is replaced by the new format's without a rollout.
+func TestUpgradeFromWholeSourceRecordRollsNothing(t *testing.T) {
+	ns := env.Namespace(t)
+	s := controller.Workloads[1]
+	source(t, ns, controller.ConfigMap, "cfg", map[string]string{"a": "1", "b": "1"})
+	app := workload(t, s, ns, "app", true, func(p *corev1.PodSpec) {
+		p.Containers[0].Env = []corev1.EnvVar{{Name: "A", ValueFrom: keyRef(controller.ConfigMap, "cfg", "a")}}
+	})
+	whole := controller.Ref{Kind: controller.ConfigMap, Name: "cfg"} // as the previous version read it
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	p, err := controller.Project(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := controller.Digests([]controller.Ref{whole}, func(controller.Ref) client.Object { return p.(client.Object) })
+	annotate(t, app, controller.DigestsAnnotation, whole.Key()+"="+old[0][:16])
+	before := get(t, s, ns, "app")
+	start(t, controller.Options{}, ns)
+	after := recorded(t, s, before, "configmap/cfg:a", digestOf(t, s, before, "configmap/cfg"))
+	if after.GetGeneration() != before.GetGeneration() || strings.Contains(after.GetAnnotations()[controller.DigestsAnnotation], "configmap/cfg=") {
+		t.Errorf("upgrade: generation %d → %d, record %q", before.GetGeneration(), after.GetGeneration(), after.GetAnnotations()[controller.DigestsAnnotation])
 	}
 }

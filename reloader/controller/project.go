@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,10 +19,10 @@ import (
 // Project is the cache transform of every kind the reloader caches: it keeps only what the
 // reloader reads, before the object enters the informer's store.
 //
-//   - ConfigMaps and Secrets: name, namespace, UID, resourceVersion, and per key the 32 bytes of
+//   - ConfigMaps and Secrets: name, namespace, UID, resourceVersion, IgnoreAnnotation, and per key the 32 bytes of
 //     the value's sha256 in place of the value.
 //     No value — and so no Secret — is held after this.
-//   - Deployments, StatefulSets, DaemonSets: identity, deletion timestamp, the reloader's own
+//   - Deployments, StatefulSets, DaemonSets, CronJobs: identity, deletion timestamp, the reloader's own
 //     annotations, and of the Pod template only the references to ConfigMaps and Secrets (volumes,
 //     projected sources, envFrom and env valueFrom of containers and init containers).
 //
@@ -33,7 +34,7 @@ func Project(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		p := &corev1.ConfigMap{ObjectMeta: identity(o.ObjectMeta)}
+		p := &corev1.ConfigMap{ObjectMeta: sourceMeta(o.ObjectMeta)}
 		if o.Data != nil {
 			p.Data = make(map[string]string, len(o.Data))
 			for k, v := range o.Data {
@@ -44,13 +45,16 @@ func Project(obj any) (any, error) {
 		p.BinaryData = hashed(o.BinaryData)
 		return p, nil
 	case *corev1.Secret:
-		return &corev1.Secret{ObjectMeta: identity(o.ObjectMeta), Data: hashed(o.Data)}, nil
+		return &corev1.Secret{ObjectMeta: sourceMeta(o.ObjectMeta), Data: hashed(o.Data)}, nil
 	case *appsv1.Deployment:
 		return &appsv1.Deployment{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.DeploymentSpec{Template: references(o.Spec.Template)}}, nil
 	case *appsv1.StatefulSet:
 		return &appsv1.StatefulSet{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.StatefulSetSpec{Template: references(o.Spec.Template)}}, nil
 	case *appsv1.DaemonSet:
 		return &appsv1.DaemonSet{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.DaemonSetSpec{Template: references(o.Spec.Template)}}, nil
+	case *batchv1.CronJob:
+		return &batchv1.CronJob{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{
+			Spec: batchv1.JobSpec{Template: references(o.Spec.JobTemplate.Spec.Template)}}}}, nil
 	}
 	return nil, fmt.Errorf("reloader: no projection for %T", obj) // a programming error: every cached kind has one
 }
@@ -76,10 +80,24 @@ func hashed(m map[string][]byte) map[string][]byte {
 	return out
 }
 
+// sourceMeta keeps of a source's metadata its identity and IgnoreAnnotation.
+func sourceMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return keep(identity(m), m.Annotations, IgnoreAnnotation)
+}
+
+// workloadMeta keeps of a workload's metadata its identity and the reloader's annotations.
 func workloadMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	p := identity(m)
-	if v, ok := m.Annotations[DigestsAnnotation]; ok {
-		p.Annotations = map[string]string{DigestsAnnotation: v}
+	return keep(identity(m), m.Annotations, DigestsAnnotation, PausedAnnotation, PausedUntilAnnotation)
+}
+
+func keep(p metav1.ObjectMeta, from map[string]string, keys ...string) metav1.ObjectMeta {
+	for _, k := range keys {
+		if v, ok := from[k]; ok {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[k] = v
+		}
 	}
 	return p
 }

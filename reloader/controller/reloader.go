@@ -1,7 +1,7 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package controller rolls opted-in workloads — Deployments, StatefulSets, DaemonSets — when the
+// Package controller rolls opted-in workloads — Deployments, StatefulSets, DaemonSets, CronJobs — when the
 // data of a ConfigMap or Secret they reference changes. It owns nothing: it records on the
 // workload's own metadata the digests of the data it last saw, and writes the Pod template only
 // when that data changed since, so starting it never restarts anything. It caches projections
@@ -17,12 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,10 +56,23 @@ const (
 	WorkloadBySourceIndex = "reloader.workloadBySource"
 	// ReasonRollingOut is the reason of the Normal event on a workload the reloader rolls.
 	ReasonRollingOut = "RollingOut"
+	// IgnoreAnnotation "true" on a ConfigMap or Secret: its changes never roll anything.
+	IgnoreAnnotation = "patterns.kpatterns.dev/reloader-ignore"
+	// PausedAnnotation "true" on a workload holds its rollouts; PausedUntilAnnotation (an RFC 3339
+	// time) holds them until then. Changes made meanwhile roll once when the pause ends, also
+	// across restarts: the record of what was last rolled is left as it was.
+	PausedAnnotation      = "patterns.kpatterns.dev/reloader-paused"
+	PausedUntilAnnotation = "patterns.kpatterns.dev/reloader-paused-until"
+	// ReasonInvalidPause is the reason of the Warning event on a workload whose pause time does
+	// not parse: it is held as paused.
+	ReasonInvalidPause = "InvalidPause"
+	// Ignored is an ignored source's entry in DigestsAnnotation.
+	Ignored = "ignored"
 )
 
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Kind is the kind of a referenced source.
@@ -73,62 +89,107 @@ type Ref struct {
 	Kind     Kind
 	Name     string
 	Optional bool // every reference to it is optional
+	// Keys are the keys the template reads, sorted — env valueFrom key references, and volume and
+	// projected items — or nil when it reads every key (envFrom, a volume without items).
+	Keys []string
 }
 
-// Key is the reference's index entry and its name in DigestsAnnotation: "configmap/<name>".
+// Key is the reference's index entry: "configmap/<name>".
 func (r Ref) Key() string { return string(r.Kind) + "/" + r.Name }
+
+// Entry is the reference's name in DigestsAnnotation: Key, and the keys read when not all are
+// ("configmap/<name>:<key>+<key>"; neither ':' nor '+' can be in a name or a key). A record of a
+// whole source and one of some of its keys name different entries, so changing which keys are
+// read — or upgrading from a record without keys — records a new baseline and rolls nothing.
+func (r Ref) Entry() string {
+	if r.Keys == nil {
+		return r.Key()
+	}
+	return r.Key() + ":" + strings.Join(r.Keys, "+")
+}
 
 // Refs returns the ConfigMaps and Secrets a Pod template references, sorted by Key: volumes,
 // projected volume sources, and envFrom and env valueFrom of containers and init containers. A
-// source is optional only if every reference to it is.
+// source is optional only if every reference to it is; it is read whole if any reference reads
+// every key, else the union of the keys its references select.
 func Refs(spec *corev1.PodSpec) []Ref {
-	required := map[Ref]bool{} // keyed with Optional false
-	add := func(kind Kind, name string, optional *bool) {
+	type use struct {
+		required, whole bool
+		keys            map[string]bool
+	}
+	type source struct {
+		kind Kind
+		name string
+	}
+	uses := map[source]*use{}
+	add := func(kind Kind, name string, optional *bool, keys []string) {
 		if name == "" {
 			return
 		}
-		r := Ref{Kind: kind, Name: name}
-		required[r] = required[r] || optional == nil || !*optional
+		r := source{kind, name}
+		u := uses[r]
+		if u == nil {
+			u = &use{keys: map[string]bool{}}
+			uses[r] = u
+		}
+		u.required = u.required || optional == nil || !*optional
+		u.whole = u.whole || keys == nil
+		for _, k := range keys {
+			u.keys[k] = true
+		}
+	}
+	items := func(in []corev1.KeyToPath) []string { // nil: no items, every key
+		if len(in) == 0 {
+			return nil
+		}
+		keys := make([]string, len(in))
+		for i, it := range in {
+			keys[i] = it.Key
+		}
+		return keys
 	}
 	for _, v := range spec.Volumes {
 		if v.ConfigMap != nil {
-			add(ConfigMap, v.ConfigMap.Name, v.ConfigMap.Optional)
+			add(ConfigMap, v.ConfigMap.Name, v.ConfigMap.Optional, items(v.ConfigMap.Items))
 		}
 		if v.Secret != nil {
-			add(Secret, v.Secret.SecretName, v.Secret.Optional)
+			add(Secret, v.Secret.SecretName, v.Secret.Optional, items(v.Secret.Items))
 		}
 		if v.Projected != nil {
 			for _, s := range v.Projected.Sources {
 				if s.ConfigMap != nil {
-					add(ConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional)
+					add(ConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional, items(s.ConfigMap.Items))
 				}
 				if s.Secret != nil {
-					add(Secret, s.Secret.Name, s.Secret.Optional)
+					add(Secret, s.Secret.Name, s.Secret.Optional, items(s.Secret.Items))
 				}
 			}
 		}
 	}
 	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
-		for _, e := range c.EnvFrom {
+		for _, e := range c.EnvFrom { // a prefix renames the variables; every key is still read
 			if e.ConfigMapRef != nil {
-				add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
+				add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional, nil)
 			}
 			if e.SecretRef != nil {
-				add(Secret, e.SecretRef.Name, e.SecretRef.Optional)
+				add(Secret, e.SecretRef.Name, e.SecretRef.Optional, nil)
 			}
 		}
 		for _, e := range c.Env {
 			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-				add(ConfigMap, e.ValueFrom.ConfigMapKeyRef.Name, e.ValueFrom.ConfigMapKeyRef.Optional)
+				add(ConfigMap, e.ValueFrom.ConfigMapKeyRef.Name, e.ValueFrom.ConfigMapKeyRef.Optional, []string{e.ValueFrom.ConfigMapKeyRef.Key})
 			}
 			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-				add(Secret, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Optional)
+				add(Secret, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Optional, []string{e.ValueFrom.SecretKeyRef.Key})
 			}
 		}
 	}
-	refs := make([]Ref, 0, len(required))
-	for r, req := range required {
-		r.Optional = !req
+	refs := make([]Ref, 0, len(uses))
+	for src, u := range uses {
+		r := Ref{Kind: src.kind, Name: src.name, Optional: !u.required}
+		if !u.whole {
+			r.Keys = slices.Sorted(maps.Keys(u.keys))
+		}
 		refs = append(refs, r)
 	}
 	slices.SortFunc(refs, func(a, b Ref) int { return strings.Compare(a.Key(), b.Key()) })
@@ -136,24 +197,58 @@ func Refs(spec *corev1.PodSpec) []Ref {
 }
 
 // Digests returns a digest of each referenced source, in the order of refs, from its projection
-// (Project: per-key digests, never values): its kind and name, then each key and value digest,
-// every field tagged and length-prefixed so different contents never encode alike. A missing
-// source (get returns nil) is an explicit "absent" entry. Labels and annotations do not count.
+// (Project: per-key digests, never values): its kind and name, then each key and value digest —
+// only of the keys the reference reads, with an explicit entry for each of those missing — every
+// field tagged and length-prefixed so different contents never encode alike. A missing source
+// (get returns nil) is an explicit "absent" entry; an ignored one (IgnoreAnnotation) is Ignored,
+// whatever its data. Other labels and annotations do not count.
 func Digests(refs []Ref, get func(Ref) client.Object) []string {
 	out := make([]string, len(refs))
 	for i, r := range refs {
 		d := digest.New().Field('n', []byte(r.Key()))
-		switch o := get(r).(type) {
+		o := get(r)
+		if o != nil && o.GetAnnotations()[IgnoreAnnotation] == "true" {
+			out[i] = Ignored
+			continue
+		}
+		switch o := o.(type) {
 		case nil:
 			d.Field('a', nil)
 		case *corev1.ConfigMap:
-			d.Strings(o.Data).Bytes(o.BinaryData)
+			data, bin := selected(r.Keys, o.Data), selected(r.Keys, o.BinaryData)
+			d.Strings(data).Bytes(bin)
+			missing(d, r.Keys, func(k string) bool { _, s := data[k]; _, b := bin[k]; return s || b })
 		case *corev1.Secret:
-			d.Bytes(o.Data)
+			data := selected(r.Keys, o.Data)
+			d.Bytes(data)
+			missing(d, r.Keys, func(k string) bool { _, ok := data[k]; return ok })
 		}
 		out[i] = d.String()
 	}
 	return out
+}
+
+// selected is m restricted to keys (all of m when keys is nil).
+func selected[V any](keys []string, m map[string]V) map[string]V {
+	if keys == nil || m == nil {
+		return m
+	}
+	out := make(map[string]V, len(keys))
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// missing adds an entry for each of keys that has no value.
+func missing(d *digest.Hash, keys []string, has func(string) bool) {
+	for _, k := range keys {
+		if !has(k) {
+			d.Field('m', []byte(k))
+		}
+	}
 }
 
 // Combined is the Pod template's digest: a digest of the per-source digests, in Key order.
@@ -169,7 +264,7 @@ func Combined(digests []string) string {
 func seen(refs []Ref, digests []string) string {
 	parts := make([]string, len(refs))
 	for i, r := range refs {
-		parts[i] = r.Key() + "=" + digests[i][:16]
+		parts[i] = r.Entry() + "=" + digests[i][:min(16, len(digests[i]))]
 	}
 	return strings.Join(parts, ",")
 }
@@ -193,6 +288,10 @@ type Options struct {
 	// window has passed, with the data current then — a burst of changes makes a few rollouts,
 	// not one per change. A change after a quiet window rolls at once.
 	CoalesceWindow time.Duration
+	// MaxRolloutsPerSecond bounds the rollouts of all workloads together (0: no bound): a change
+	// to a source thousands of workloads read restarts them a few at a time. Every one is rolled
+	// in the end; each waits for a slot of its own.
+	MaxRolloutsPerSecond float64
 	// WatchNamespaces are the namespaces the reloader's own cache watches (empty: all): the
 	// manager's --watch-namespaces.
 	WatchNamespaces []string
@@ -201,6 +300,7 @@ type Options struct {
 // BindFlags binds the options to run's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", DefaultCoalesceWindow, "least time between two rollouts of one workload; changes in between are rolled together when it has passed")
+	fs.Float64Var(&o.MaxRolloutsPerSecond, "max-rollouts-per-second", 0, "most rollouts per second of all workloads together (0: no bound)")
 }
 
 // WorkloadKind is one kind of Pod-template workload: the one code path over the Pod template is
@@ -241,6 +341,20 @@ var Workloads = []WorkloadKind{
 			ac := appsv1ac.DaemonSet(name, ns).WithAnnotations(meta)
 			if template != nil {
 				ac.WithSpec(appsv1ac.DaemonSetSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))
+			}
+			return ac
+		}},
+	// A CronJob's Pod template is its Job template's: the next Job it starts has the new digest;
+	// Jobs already running are left alone.
+	{Kind: "CronJob", New: func() client.Object { return &batchv1.CronJob{} }, NewList: func() client.ObjectList { return &batchv1.CronJobList{} },
+		Template: func(o client.Object) *corev1.PodTemplateSpec {
+			return &o.(*batchv1.CronJob).Spec.JobTemplate.Spec.Template
+		},
+		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+			ac := batchv1ac.CronJob(name, ns).WithAnnotations(meta)
+			if template != nil {
+				ac.WithSpec(batchv1ac.CronJobSpec().WithJobTemplate(batchv1ac.JobTemplateSpec().WithSpec(
+					batchv1ac.JobSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))))
 			}
 			return ac
 		}},
@@ -295,9 +409,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := IndexWorkloads(context.Background(), c); err != nil {
 		return err
 	}
+	var limit *rollouts
+	if o.MaxRolloutsPerSecond > 0 {
+		limit = &rollouts{limiter: rate.NewLimiter(rate.Limit(o.MaxRolloutsPerSecond), 1)}
+	}
 	for _, w := range Workloads {
 		r := &Reconciler{Workload: w, Cache: c, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
-			CoalesceWindow: o.CoalesceWindow}
+			CoalesceWindow: o.CoalesceWindow, limit: limit}
 		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
 			WatchesRawSource(source.Kind(c, w.New(), &handler.EnqueueRequestForObject{})).
 			WatchesRawSource(source.Kind(c, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)))).
@@ -318,6 +436,33 @@ type Reconciler struct {
 	Recorder       events.EventRecorder
 	CoalesceWindow time.Duration
 	rolled         sync.Map
+	limit          *rollouts // shared by every kind's reconciler; nil: no bound
+}
+
+// rollouts hands out rollout slots at a bounded rate: a workload due to roll reserves one and is
+// requeued for it, so waiting costs no reconcile in between.
+type rollouts struct {
+	limiter *rate.Limiter
+	slots   sync.Map // workload key (kind/namespace/name) → time.Time of its reserved slot
+}
+
+// wait is how long until the workload's slot (0: roll now), reserving one if it has none.
+func (l *rollouts) wait(key string) time.Duration {
+	if l == nil {
+		return 0
+	}
+	if at, ok := l.slots.Load(key); ok {
+		if d := time.Until(at.(time.Time)); d > 0 {
+			return d
+		}
+		l.slots.Delete(key)
+		return 0
+	}
+	if d := l.limiter.Reserve().Delay(); d > 0 {
+		l.slots.Store(key, time.Now().Add(d))
+		return d
+	}
+	return 0
 }
 
 // Reconcile compares the digests of the workload's sources with those it last saw (DigestsAnnotation)
@@ -380,8 +525,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	changed := changedSources(before, now)
 	roll := before != "" && now != "" && len(changed) > 0
 	if roll {
+		if paused, until := r.paused(obj); paused {
+			// Nothing is written: the record still differs when the pause ends, and rolls then.
+			if until.IsZero() {
+				return reconcile.Result{}, nil // the annotation's removal reconciles
+			}
+			return reconcile.Result{RequeueAfter: time.Until(until) + time.Second}, nil
+		}
 		if wait := r.wait(req.NamespacedName); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, nil // coalesced with what comes next
+		}
+		if wait := r.limit.wait(w.Kind + "/" + req.String()); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil // its rollout slot
 		}
 		template = map[string]string{digest.Annotation: Combined(digests)}
 	}
@@ -406,12 +561,33 @@ func changedSources(before, after string) []string {
 	}
 	var keys []string
 	for k, d := range a {
-		if b[k] != d {
+		if b[k] != d && b[k] != Ignored && d != Ignored { // ignored, or no longer: a new baseline
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// paused says whether the workload's rollouts are held (PausedAnnotation, PausedUntilAnnotation),
+// and until when (zero: until the annotation goes). A time that does not parse holds them, with a
+// Warning event.
+func (r *Reconciler) paused(obj client.Object) (bool, time.Time) {
+	a := obj.GetAnnotations()
+	if a[PausedAnnotation] == "true" {
+		return true, time.Time{}
+	}
+	v, ok := a[PausedUntilAnnotation]
+	if !ok {
+		return false, time.Time{}
+	}
+	until, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidPause, "Rollout",
+			"%s %q is not an RFC 3339 time: rollouts are held until it is fixed or removed", PausedUntilAnnotation, v)
+		return true, time.Time{}
+	}
+	return time.Now().Before(until), until
 }
 
 // wait is how long until the workload may roll again (0: now).

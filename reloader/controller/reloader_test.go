@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -32,6 +33,8 @@ func spec() *corev1.PodSpec {
 				{DownwardAPI: &corev1.DownwardAPIProjection{}}}}}},
 			{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "svol", Optional: opt}}},
 			{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "i", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "items"},
+				Items: []corev1.KeyToPath{{Key: "b", Path: "b"}, {Key: "a", Path: "a"}}}}},
 		},
 		InitContainers: []corev1.Container{{Name: "init", Image: "busybox", EnvFrom: []corev1.EnvFromSource{
 			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "init"}, Optional: opt}},
@@ -42,6 +45,8 @@ func spec() *corev1.PodSpec {
 			Env: []corev1.EnvVar{
 				{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "key"}, Key: "k", Optional: opt}}},
 				{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "skey"}, Key: "k"}}},
+				{Name: "I", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "items"}, Key: "c"}}},
+				{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "vol"}, Key: "k"}}},
 				{Name: "plain", Value: "x"}},
 		}},
 	}
@@ -49,9 +54,11 @@ func spec() *corev1.PodSpec {
 
 func TestRefs(t *testing.T) {
 	want := []Ref{
-		{Kind: ConfigMap, Name: "init", Optional: true}, {Kind: ConfigMap, Name: "key", Optional: true}, {Kind: ConfigMap, Name: "proj"},
-		{Kind: ConfigMap, Name: "vol"}, // one required reference makes it required
-		{Kind: Secret, Name: "sinit"}, {Kind: Secret, Name: "skey"}, {Kind: Secret, Name: "sproj"}, {Kind: Secret, Name: "svol", Optional: true},
+		{Kind: ConfigMap, Name: "init", Optional: true},
+		{Kind: ConfigMap, Name: "items", Keys: []string{"a", "b", "c"}}, // the union of what its references read
+		{Kind: ConfigMap, Name: "key", Optional: true, Keys: []string{"k"}}, {Kind: ConfigMap, Name: "proj"},
+		{Kind: ConfigMap, Name: "vol"}, // one required reference makes it required; one whole reference, whole
+		{Kind: Secret, Name: "sinit"}, {Kind: Secret, Name: "skey", Keys: []string{"k"}}, {Kind: Secret, Name: "sproj"}, {Kind: Secret, Name: "svol", Optional: true},
 	}
 	if d := cmp.Diff(want, Refs(spec())); d != "" {
 		t.Errorf("Refs (-want +got):\n%s", d)
@@ -67,6 +74,7 @@ func TestProjectWorkloads(t *testing.T) {
 		&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tpl}},
 		&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{ServiceName: "svc", Template: tpl}},
 		&appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: tpl}},
+		&batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "* * * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tpl}}}},
 	} {
 		p, err := Project(obj)
 		if err != nil {
@@ -89,10 +97,10 @@ func TestProjectWorkloads(t *testing.T) {
 		if d := cmp.Diff(map[string]string{DigestsAnnotation: "configmap/vol=1"}, pm.GetAnnotations()); d != "" || pm.GetLabels() != nil || pm.GetUID() != "u" || pm.GetSelfLink() != Projection {
 			t.Errorf("%T: metadata %+v", obj, pm)
 		}
-		if c := got.Spec.Containers[0]; c.Image != "" || c.Args != nil || len(c.Env) != 2 {
+		if c := got.Spec.Containers[0]; c.Image != "" || c.Args != nil || len(c.Env) != 4 {
 			t.Errorf("%T: container kept more than its references: %+v", obj, c)
 		}
-		if len(got.Spec.Volumes) != 3 || len(got.Spec.Volumes[1].Projected.Sources) != 2 {
+		if len(got.Spec.Volumes) != 4 || len(got.Spec.Volumes[1].Projected.Sources) != 2 {
 			t.Errorf("%T: volumes %+v", obj, got.Spec.Volumes)
 		}
 	}
@@ -162,12 +170,12 @@ func TestDigestIsUnambiguous(t *testing.T) {
 	seen := map[string]int{}
 	for i, c := range cases {
 		var refs []Ref
-		objs := map[Ref]client.Object{}
+		objs := map[string]client.Object{}
 		for _, x := range c {
 			refs = append(refs, x.ref)
-			objs[x.ref] = x.obj
+			objs[x.ref.Key()] = x.obj
 		}
-		d := Combined(Digests(refs, func(r Ref) client.Object { return objs[r] }))
+		d := Combined(Digests(refs, func(r Ref) client.Object { return objs[r.Key()] }))
 		if j, ok := seen[d]; ok {
 			t.Errorf("cases %d and %d share a digest", j, i)
 		}
@@ -210,5 +218,40 @@ func BenchmarkDigest(b *testing.B) {
 				Combined(Digests(refs, func(Ref) client.Object { return p.(client.Object) }))
 			}
 		})
+	}
+}
+
+// A reference that selects keys digests only those: a change to another key leaves its digest,
+// a change to one of them, or its removal, does not.
+func TestDigestsOfSelectedKeys(t *testing.T) {
+	cm := func(data map[string]string) client.Object {
+		p, err := Project(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(client.Object)
+	}
+	read := Ref{Kind: ConfigMap, Name: "c", Keys: []string{"a"}}
+	whole := Ref{Kind: ConfigMap, Name: "c"}
+	of := func(r Ref, data map[string]string) string {
+		return Digests([]Ref{r}, func(Ref) client.Object { return cm(data) })[0]
+	}
+	base := map[string]string{"a": "1", "b": "1"}
+	if of(read, base) != of(read, map[string]string{"a": "1", "b": "2"}) {
+		t.Error("a change to a key not read changed the digest")
+	}
+	if of(whole, base) == of(whole, map[string]string{"a": "1", "b": "2"}) {
+		t.Error("a change to any key must change a whole source's digest")
+	}
+	for _, other := range []map[string]string{{"a": "2", "b": "1"}, {"b": "1"}, {"a": "", "b": "1"}} {
+		if of(read, base) == of(read, other) {
+			t.Errorf("%v: a change to a read key kept the digest", other)
+		}
+	}
+	if of(read, map[string]string{"b": "1"}) == of(read, map[string]string{"a": "", "b": "1"}) {
+		t.Error("a missing key and an empty one digest alike")
+	}
+	if read.Entry() != "configmap/c:a" || whole.Entry() != "configmap/c" {
+		t.Errorf("entries %q, %q", read.Entry(), whole.Entry())
 	}
 }
