@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -869,5 +870,63 @@ func TestUpgradeFromWholeSourceRecordRollsNothing(t *testing.T) {
 	after := recorded(t, s, before, "configmap/cfg:a", digestOf(t, s, before, "configmap/cfg"))
 	if after.GetGeneration() != before.GetGeneration() || strings.Contains(after.GetAnnotations()[controller.DigestsAnnotation], "configmap/cfg=") {
 		t.Errorf("upgrade: generation %d → %d, record %q", before.GetGeneration(), after.GetGeneration(), after.GetAnnotations()[controller.DigestsAnnotation])
+	}
+}
+
+// Failover: the leader stops while a standby — its sources started before it leads (warm-up) —
+// waits; changes made during the handover are rolled by the new leader, each workload exactly
+// once per change: none lost, none twice.
+func TestFailoverRollsEachChangeOnce(t *testing.T) {
+	ns := env.Namespace(t)
+	s := controller.Workloads[1]
+	o := app.RunOptions{Options: app.Options{Namespace: testenv.Namespace, WatchNamespaces: []string{ns}}, LeaderElect: true,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+	replica := func() (stop func()) {
+		mgr := env.NewManager(t, o)
+		if err := controller.Setup(mgr, controller.Options{WatchNamespaces: o.WatchNamespaces}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.Start(ctx, mgr) }()
+		var once sync.Once
+		stop = func() {
+			once.Do(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("replica: %v", err)
+				}
+			})
+		}
+		t.Cleanup(stop)
+		return stop
+	}
+	apps := make([]client.Object, 20)
+	for i := range apps {
+		source(t, ns, controller.ConfigMap, fmt.Sprintf("cfg-%d", i), map[string]string{"k": "0"})
+		apps[i] = workload(t, s, ns, fmt.Sprintf("app-%d", i), true, forms["envfrom"](controller.ConfigMap, fmt.Sprintf("cfg-%d", i)))
+	}
+	stopLeader := replica()
+	for i := range apps {
+		apps[i] = baselined(t, s, apps[i])
+	}
+	replica() // the standby, warming up
+	change := func(v string) {
+		for i := range apps {
+			setData(t, ns, controller.ConfigMap, fmt.Sprintf("cfg-%d", i), "k", v)
+		}
+	}
+	change("1")
+	for i := range apps {
+		if _, n := rolled(t, s, apps[i]); n != 1 {
+			t.Fatalf("%s: %d template changes for one change, want 1", apps[i].GetName(), n)
+		}
+	}
+	stopLeader() // releases the Lease
+	change("2")  // during the handover
+	for _, a := range apps {
+		if _, n := rolled(t, s, a); n != 2 {
+			t.Errorf("%s: %d template changes for two changes across the failover, want 2", a.GetName(), n)
+		}
 	}
 }

@@ -28,9 +28,11 @@ import (
 	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -417,6 +419,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		r := &Reconciler{Workload: w, Cache: c, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
 			CoalesceWindow: o.CoalesceWindow, limit: limit}
 		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
+			// A standby starts its sources too (controller-runtime's warm-up): its caches of
+			// sources and workloads are synced and its queue filled before it is elected, so a new
+			// leader acts on the first change without a full list. The durable record makes the
+			// queued reconciles of converged workloads cost nothing.
+			WithOptions(controller.Options{EnableWarmup: ptr.To(true)}).
 			WatchesRawSource(source.Kind(c, w.New(), &handler.EnqueueRequestForObject{})).
 			WatchesRawSource(source.Kind(c, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)))).
 			WatchesRawSource(source.Kind(c, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, Secret)))).
