@@ -162,6 +162,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.BoolVar(&r.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates and authorizes (false: plain HTTP, for local runs)")
 		fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks (webhook patterns)")
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
+		fs.Float64Var(&r.KubeAPIQPS, "kube-api-qps", 0, "most requests per second to the API server from this process (0: no client-side bound)")
 		fs.BoolVar(&r.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2 (off by default since the HTTP/2 Rapid Reset CVEs)")
 		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
 		fs.StringVar(&o.Admission, "admission", AdmissionWebhook, "policy: the rules are enforced by admission policies, so no webhook server is started")

@@ -78,8 +78,12 @@ type RunOptions struct {
 	WebhookPort   int
 	// EnableHTTP2 lets the webhook and metrics servers speak HTTP/2 (off: HTTP/1.1 only).
 	EnableHTTP2 bool
-	CertDir     string
-	Zap         zap.Options
+	// KubeAPIQPS bounds the requests per second to the API server on this side (0: no bound, the
+	// API server's Priority and Fairness decides): a first start over thousands of objects that
+	// each need a write spreads them out.
+	KubeAPIQPS float64
+	CertDir    string
+	Zap        zap.Options
 }
 
 // ServesWebhooks reports whether run serves the pattern's admission webhooks: not with
@@ -103,6 +107,7 @@ func Run(ctx context.Context, p Pattern, o RunOptions, run RunFunc) error {
 	if err != nil {
 		return err
 	}
+	limitQPS(cfg, o.KubeAPIQPS)
 	if o.AsServiceAccount {
 		cfg = Impersonate(cfg, o.Namespace, p.Name)
 	}
@@ -304,6 +309,13 @@ func restConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("no kubeconfig: %w (set KUBECONFIG or --kubeconfig)", err)
 	}
 	return cfg, nil
+}
+
+// limitQPS sets client-go's client-side rate limit to qps (burst: one second's worth), if qps > 0.
+func limitQPS(cfg *rest.Config, qps float64) {
+	if qps > 0 {
+		cfg.QPS, cfg.Burst = float32(qps), max(1, int(qps))
+	}
 }
 
 // ping fails fast, in one line, when the API server does not answer.

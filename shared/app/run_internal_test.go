@@ -32,6 +32,14 @@ current-context: x
 	if cfg.QPS >= 0 {
 		t.Errorf("QPS = %v, want client-side limiting off (< 0)", cfg.QPS)
 	}
+	limitQPS(cfg, 0)
+	if cfg.QPS >= 0 {
+		t.Errorf("--kube-api-qps 0 set QPS %v", cfg.QPS)
+	}
+	limitQPS(cfg, 20)
+	if cfg.QPS != 20 || cfg.Burst != 20 {
+		t.Errorf("--kube-api-qps 20: QPS %v, burst %d", cfg.QPS, cfg.Burst)
+	}
 }
 
 func TestLeaseTiming(t *testing.T) {
