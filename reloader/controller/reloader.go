@@ -294,6 +294,10 @@ type Options struct {
 	// to a source thousands of workloads read restarts them a few at a time. Every one is rolled
 	// in the end; each waits for a slot of its own.
 	MaxRolloutsPerSecond float64
+	// ColdStandby: a standby starts its sources only once it leads (controller-runtime's default),
+	// holding less memory while it waits and listing everything when it takes over. By default a
+	// standby warms up: its caches synced and its queue filled before it leads.
+	ColdStandby bool
 	// WatchNamespaces are the namespaces the reloader's own cache watches (empty: all): the
 	// manager's --watch-namespaces.
 	WatchNamespaces []string
@@ -303,6 +307,7 @@ type Options struct {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", DefaultCoalesceWindow, "least time between two rollouts of one workload; changes in between are rolled together when it has passed")
 	fs.Float64Var(&o.MaxRolloutsPerSecond, "max-rollouts-per-second", 0, "most rollouts per second of all workloads together (0: no bound)")
+	fs.BoolVar(&o.ColdStandby, "cold-standby", false, "a standby starts its sources only when it leads (less memory while it waits; a full list at takeover)")
 }
 
 // WorkloadKind is one kind of Pod-template workload: the one code path over the Pod template is
@@ -419,11 +424,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		r := &Reconciler{Workload: w, Cache: c, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
 			CoalesceWindow: o.CoalesceWindow, limit: limit}
 		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
-			// A standby starts its sources too (controller-runtime's warm-up): its caches of
+			// A standby starts its sources too (controller-runtime's warm-up; not --cold-standby): its caches of
 			// sources and workloads are synced and its queue filled before it is elected, so a new
 			// leader acts on the first change without a full list. The durable record makes the
 			// queued reconciles of converged workloads cost nothing.
-			WithOptions(controller.Options{EnableWarmup: ptr.To(true)}).
+			WithOptions(controller.Options{EnableWarmup: ptr.To(!o.ColdStandby)}).
 			WatchesRawSource(source.Kind(c, w.New(), &handler.EnqueueRequestForObject{})).
 			WatchesRawSource(source.Kind(c, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)))).
 			WatchesRawSource(source.Kind(c, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, Secret)))).
