@@ -104,7 +104,7 @@ func TestReloaderMemory(t *testing.T) {
 					emptyLive = live
 					return fmt.Sprintf("| %s | %.1f MiB | %.1f MiB | %.1f MiB | – | %s | – | – |", mode, float64(rss)/1024, heap/(1<<20), live, ready.Round(10*time.Millisecond))
 				}
-				lat := changeLatencies(ctx, t, c, ns, 100, mode)
+				lat := changeLatencies(ctx, t, c, ns, 100, fmt.Sprintf("%s-%d", mode, run)) // new data every run
 				rssAfter := rssKiB(t, p.Cmd.Process.Pid)
 				return fmt.Sprintf("| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.0f B | %s | %s / %s | %.1f MiB |", mode, float64(rss)/1024, heap/(1<<20), live,
 					(live-emptyLive)*(1<<20)/float64(3*n), ready.Round(10*time.Millisecond), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond),
