@@ -143,6 +143,21 @@ func runWith(t *testing.T, ns string, p provider.Provider) manager.Manager {
 	}, ns)
 }
 
+// recordedCreate waits until db's create is recorded: status.externalName set and the
+// create-pending mark removed (the last write of a create), the external name kept.
+func recordedCreate(t *testing.T, db *v1alpha1.PostgresDatabase) {
+	t.Helper()
+	testenv.Eventually(t, "the create recorded", func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(db), db); err != nil {
+			return err
+		}
+		if db.Status.ExternalName != db.Spec.Database || db.Annotations[controller.ExternalNameAnnotation] != db.Spec.Database || db.Annotations[controller.CreatePendingAnnotation] != "" {
+			return fmt.Errorf("status %+v, annotations %v", db.Status, db.Annotations)
+		}
+		return nil
+	})
+}
+
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
@@ -270,15 +285,7 @@ func TestCreateAndDelete(t *testing.T) {
 	if !o.RoleExists || !o.DatabaseExists || o.ConnectionLimit != 5 || o.DatabaseOwner != db.Spec.Role || !strings.Contains(o.DatabaseTag, string(db.UID)) {
 		t.Errorf("server holds %+v", o)
 	}
-	testenv.Eventually(t, "the create recorded", func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(db), db); err != nil {
-			return err
-		}
-		if db.Status.ExternalName != db.Spec.Database || db.Annotations[controller.ExternalNameAnnotation] != db.Spec.Database || db.Annotations[controller.CreatePendingAnnotation] != "" {
-			return fmt.Errorf("status %+v, annotations %v", db.Status, db.Annotations)
-		}
-		return nil
-	})
+	recordedCreate(t, db)
 	s := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller.CredentialsSecret(db)}, s); err != nil {
 		t.Fatal(err)
@@ -548,6 +555,7 @@ func TestNoWriteWhenSynced(t *testing.T) {
 	db := newDB(ns, "calm")
 	create(t, db)
 	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
+	recordedCreate(t, db) // the last write of the create: the pending mark removed
 	testenv.WaitCached(t, mgr.GetClient(), db)
 	writes := testenv.CountWrites(mgr.GetClient())
 	before := p.writes.Load()
