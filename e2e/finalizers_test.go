@@ -32,6 +32,7 @@ var (
 	pgOnce   sync.Once
 	pgServer *postgres.Server
 	pgErr    error
+	pgAdmin  = provider.NewPostgres() // the suite's own reads of the server
 )
 
 // postgresServer is the suite's PostgreSQL server (the OS's), started on first use — listening
@@ -58,6 +59,7 @@ func startPostgres() (*postgres.Server, error) {
 
 // removePostgres is the suite's Finish step for postgresServer.
 func removePostgres(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	pgAdmin.Close()
 	if pgServer == nil {
 		return ctx, nil
 	}
@@ -108,9 +110,7 @@ func pgDatabase(ns, name string) *v1alpha1.PostgresDatabase {
 func ownedIn(t testing.TB, ns string) []string {
 	t.Helper()
 	pg := postgresServer(t)
-	p := provider.NewPostgres()
-	defer p.Close()
-	ws, err := p.Owned(context.Background(), provider.Conn{Host: pg.Host, Port: strconv.Itoa(pg.Port), Username: postgres.User, Password: pg.Password, SSLMode: "disable"})
+	ws, err := pgAdmin.Owned(context.Background(), provider.Conn{Host: pg.Host, Port: strconv.Itoa(pg.Port), Username: postgres.User, Password: pg.Password, SSLMode: "disable"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,9 @@ import (
 )
 
 var (
-	env *testenv.Env
-	pg  *postgres.Server
+	env   *testenv.Env
+	pg    *postgres.Server
+	admin = provider.NewPostgres() // the tests' own reads of the server, as its superuser
 )
 
 func TestMain(m *testing.M) {
@@ -65,7 +66,7 @@ func TestMain(m *testing.M) {
 	}}
 	testenv.Main(m, p, func(e *testenv.Env) {
 		env = e
-		e.AtExit(func() { _ = pg.Remove() })
+		e.AtExit(func() { admin.Close(); _ = pg.Remove() })
 	})
 }
 
@@ -95,23 +96,32 @@ func adminConn() provider.Conn {
 	return provider.Conn{Host: pg.Host, Port: strconv.Itoa(pg.Port), Username: postgres.User, Password: pg.Password, SSLMode: "disable"}
 }
 
-// sql runs statements on the server as its superuser: the tests' hand behind the controller's back.
-func sql(t *testing.T, stmt string, args ...any) {
+// superuser runs f on a new connection to the server as its superuser.
+func superuser(t *testing.T, f func(*pgx.Conn) error) {
 	t.Helper()
 	c, err := pgx.Connect(context.Background(), pg.URL("", "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close(context.Background()) }()
-	if _, err := c.Exec(context.Background(), stmt, args...); err != nil {
-		t.Fatalf("%s: %v", stmt, err)
+	if err := f(c); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// sql runs statements on the server as its superuser: the tests' hand behind the controller's back.
+func sql(t *testing.T, stmt string, args ...any) {
+	t.Helper()
+	superuser(t, func(c *pgx.Conn) error {
+		_, err := c.Exec(context.Background(), stmt, args...)
+		return err
+	})
 }
 
 // state is what the server holds under db's names (the provider's own observation, read as admin).
 func state(t *testing.T, db *v1alpha1.PostgresDatabase) provider.Observed {
 	t.Helper()
-	o, err := provider.NewPostgres().Observe(context.Background(), provider.Want{Conn: adminConn(), Database: db.Spec.Database, Role: db.Spec.Role})
+	o, err := admin.Observe(context.Background(), provider.Want{Conn: adminConn(), Database: db.Spec.Database, Role: db.Spec.Role})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +131,7 @@ func state(t *testing.T, db *v1alpha1.PostgresDatabase) provider.Observed {
 // owned is what carries a tag of the pattern on the server, for objects in namespace ns.
 func owned(t *testing.T, ns string) []string {
 	t.Helper()
-	ws, err := provider.NewPostgres().Owned(context.Background(), adminConn())
+	ws, err := admin.Owned(context.Background(), adminConn())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +142,13 @@ func owned(t *testing.T, ns string) []string {
 		}
 	}
 	return names
+}
+
+// newProvider is a Postgres provider whose connections close when the test ends.
+func newProvider(t *testing.T) *provider.Postgres {
+	p := provider.NewPostgres()
+	t.Cleanup(p.Close)
+	return p
 }
 
 // runWith starts the controller (as its ServiceAccount) against p, watching ns only, until the
@@ -201,8 +218,8 @@ type counting struct {
 
 var errInjected = errors.New("injected failure")
 
-func newCounting(ns string) *counting {
-	return &counting{Provider: provider.NewPostgres(), ns: ns}
+func newCounting(t *testing.T, ns string) *counting {
+	return &counting{Provider: newProvider(t), ns: ns}
 }
 
 func (c *counting) fail(share float64) { c.share.Store(math.Float64bits(share)) }
@@ -274,7 +291,7 @@ func (c *counting) SetPassword(ctx context.Context, w provider.Want) error {
 func TestCreateAndDelete(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	p := newCounting(ns)
+	p := newCounting(t, ns)
 	runWith(t, ns, p)
 	ctx := context.Background()
 	db := newDB(ns, "app")
@@ -311,7 +328,7 @@ func TestCreateAndDelete(t *testing.T) {
 // An object the cache does not hold is never a reason for an external call, let alone a delete.
 func TestCacheAbsenceCallsNothing(t *testing.T) {
 	ns := env.Namespace(t)
-	p := newCounting(ns)
+	p := newCounting(t, ns)
 	mgr := env.IdleManager(t)
 	r := &controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test")}
 	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "absent"}}); err != nil {
@@ -328,7 +345,7 @@ func TestCacheAbsenceCallsNothing(t *testing.T) {
 func TestDriftIsRepaired(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	runWith(t, ns, provider.NewPostgres())
+	runWith(t, ns, newProvider(t))
 	a, b := newDB(ns, "a"), newDB(ns, "b")
 	create(t, a, b)
 	env.WaitCondition(t, a, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
@@ -362,7 +379,7 @@ func TestDriftIsRepaired(t *testing.T) {
 func TestObserveOnlyAndConflict(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	runWith(t, ns, provider.NewPostgres())
+	runWith(t, ns, newProvider(t))
 	seen, taken := newDB(ns, "seen"), newDB(ns, "taken")
 	for _, db := range []*v1alpha1.PostgresDatabase{seen, taken} {
 		sql(t, fmt.Sprintf("CREATE ROLE %s LOGIN CONNECTION LIMIT 3", db.Spec.Role))
@@ -391,7 +408,7 @@ func TestObserveOnlyAndConflict(t *testing.T) {
 func TestOrphanPolicy(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	runWith(t, ns, provider.NewPostgres())
+	runWith(t, ns, newProvider(t))
 	db := newDB(ns, "kept")
 	db.Spec.ManagementPolicy = v1alpha1.Orphan
 	create(t, db)
@@ -410,7 +427,7 @@ func TestOrphanPolicy(t *testing.T) {
 func TestPause(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	p := newCounting(ns)
+	p := newCounting(t, ns)
 	runWith(t, ns, p)
 	ctx := context.Background()
 	db := newDB(ns, "paused")
@@ -450,7 +467,7 @@ func TestPause(t *testing.T) {
 func TestDeleteFailuresHoldTheFinalizer(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	p := newCounting(ns)
+	p := newCounting(t, ns)
 	runWith(t, ns, p)
 	db := newDB(ns, "held")
 	create(t, db)
@@ -477,7 +494,7 @@ func TestDeleteFailuresHoldTheFinalizer(t *testing.T) {
 func TestImmediateDeletesUnderFailuresLeaveNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	p := newCounting(ns)
+	p := newCounting(t, ns)
 	p.fail(0.3)
 	runWith(t, ns, p)
 	var dbs []*v1alpha1.PostgresDatabase
@@ -514,7 +531,7 @@ func TestSweepAfterDowntime(t *testing.T) {
 	lost, kept := newDB(ns, "lost"), newDB(ns, "kept")
 	kept.Spec.ManagementPolicy = v1alpha1.Orphan
 	t.Run("controller running", func(t *testing.T) {
-		runWith(t, ns, provider.NewPostgres())
+		runWith(t, ns, newProvider(t))
 		create(t, lost, kept)
 		env.WaitCondition(t, lost, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
 		env.WaitCondition(t, kept, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
@@ -530,7 +547,7 @@ func TestSweepAfterDowntime(t *testing.T) {
 	}
 	other := newDB(ns, "other") // a live object through the same Secret: the sweep reaches the server through it
 	create(t, other)
-	runWith(t, ns, provider.NewPostgres())
+	runWith(t, ns, newProvider(t))
 	env.WaitCondition(t, other, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
 	testenv.Eventually(t, "lost swept", func() error {
 		if o := state(t, lost); o.DatabaseExists || o.RoleExists {
@@ -550,7 +567,7 @@ func TestSweepAfterDowntime(t *testing.T) {
 func TestNoWriteWhenSynced(t *testing.T) {
 	ns := env.Namespace(t)
 	connSecret(t, ns)
-	p := newCounting(ns)
+	p := newCounting(t, ns)
 	mgr := runWith(t, ns, p)
 	db := newDB(ns, "calm")
 	create(t, db)
@@ -601,7 +618,7 @@ func TestKilledBetweenCreateAndStatus(t *testing.T) {
 		t.Fatalf("after the kill: status %+v, annotations %v, server %+v; want the create done, unrecorded, pending", db.Status, db.Annotations, o)
 	}
 	oid := databaseOID(t, db.Spec.Database)
-	runWith(t, ns, provider.NewPostgres())
+	runWith(t, ns, newProvider(t))
 	env.WaitCondition(t, db, "Ready", metav1.ConditionTrue, controller.ReasonSynced)
 	env.WaitForEvent(t, ns, db.Name, corev1.EventTypeNormal, controller.ReasonCreateRecorded, "")
 	testenv.Eventually(t, "pending mark cleared", func() error {
@@ -617,15 +634,10 @@ func TestKilledBetweenCreateAndStatus(t *testing.T) {
 
 func databaseOID(t *testing.T, name string) uint32 {
 	t.Helper()
-	c, err := pgx.Connect(context.Background(), pg.URL("", "postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close(context.Background()) }()
 	var oid uint32
-	if err := c.QueryRow(context.Background(), "SELECT oid FROM pg_database WHERE datname = $1", name).Scan(&oid); err != nil {
-		t.Fatal(err)
-	}
+	superuser(t, func(c *pgx.Conn) error {
+		return c.QueryRow(context.Background(), "SELECT oid FROM pg_database WHERE datname = $1", name).Scan(&oid)
+	})
 	return oid
 }
 
