@@ -57,7 +57,7 @@ func TestReloaderFailover(t *testing.T) {
 			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				t.Fatal(err)
 			}
-			populate(ctx, t, c, ns, n)
+			populate(ctx, t, c, ns, n, 1024, true)
 			installPattern(ctx, t, cfg, "reloader")
 			round := 0
 			for _, mode := range []struct {

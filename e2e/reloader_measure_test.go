@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -35,108 +35,203 @@ import (
 	"github.com/kpatterns/kpatterns/shared/digest"
 )
 
-// TestReloaderMemory measures the reloader on the local cluster with $KPATTERNS_RELOADER_N
-// (default 2,000) ConfigMaps and as many Secrets of 10 keys × 1 KiB (values from a fixed seed) and
-// as many opted-in Deployments (replicas 0) each referencing one of each: RSS and Go heap once
-// synced, start-up time to /readyz, and the latency from a ConfigMap update to the Deployment's
-// template change (p50/p99 over 100 changes, seen through a watch), against the same process
-// watching an empty namespace. A first, unmeasured run records the baselines (one metadata write
-// per Deployment), so the measured runs start converged. A
-// measurement, reported in the log and in reloader/README.md, not a pass/fail threshold.
+// TestReloaderMemory measures the reloader's projected cache against reloader-whole (the same
+// controllers over a cache of whole objects, e2e/cmd/reloader-whole) on the local cluster, and
+// writes docs/reloader-memory.md ($KPATTERNS_MEMORY_OUT): the idle floor (an empty namespace); at
+// 1,000, 5,000 and 10,000 ConfigMaps and as many Secrets of 10 keys × 1 KiB with as many opted-in
+// Deployments (replicas 0), each referencing one of each ($KPATTERNS_RELOADER_SIZES, comma-separated,
+// overrides the sizes); and at 2,000 ConfigMaps of 10 keys × 100 B with 2,000 Deployments. Each size
+// has its own namespace: the reloader's first start there (its writes: one record per Deployment),
+// then each variant restarted over the recorded Deployments. Per run: the time from start to /readyz
+// (caches synced) and, on a first start, to every Deployment recorded; the settled RSS; the live
+// heap after a forced GC (go_gc_heap_live_bytes after /debug/pprof/heap?gc=1); goroutines; and the
+// PATCH requests the run sent. A measurement, not a pass/fail threshold.
 //
-//	KPATTERNS_MEASURE=1 go test -count=1 -v -timeout 30m -run TestReloaderMemory ./e2e/
+//	KPATTERNS_MEASURE=1 go test -count=1 -v -timeout 60m -run TestReloaderMemory ./e2e/
 func TestReloaderMemory(t *testing.T) {
 	if os.Getenv("KPATTERNS_MEASURE") == "" || kindRun {
 		t.Skip("a measurement on the local cluster: set KPATTERNS_MEASURE=1")
 	}
-	n := 2000
-	if v := os.Getenv("KPATTERNS_RELOADER_N"); v != "" {
-		n, _ = strconv.Atoi(v)
-	}
-	ns := envconf.RandomName("reloader-memory", 20)
-	f := features.New("reloader memory").
-		Assess("projected cache against an empty one", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			rc := rest.CopyConfig(cfg.Client().RESTConfig())
-			rc.QPS, rc.Burst = 500, 1000 // client-go's default 5/s would take most of the run
-			c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
+	sizes := []int{1000, 5000, 10000}
+	if v := os.Getenv("KPATTERNS_RELOADER_SIZES"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("KPATTERNS_RELOADER_SIZES: %v", err)
 			}
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
+			sizes = append(sizes, n)
+		}
+	}
+	out := os.Getenv("KPATTERNS_MEMORY_OUT")
+	if out == "" {
+		out = filepath.Join(root, "docs", "reloader-memory.md")
+	}
+	began := time.Now()
+	var namespaces []string
+	f := features.New("reloader memory").
+		Assess("projected against whole objects", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c, _ := fastClientConfig(t, cfg)
+			whole := filepath.Join(bins, "reloader-whole")
+			if err := command(ctx, root, "go", "build", "-o", whole, "./e2e/cmd/reloader-whole").Run(); err != nil {
+				t.Fatalf("building reloader-whole: %v", err)
 			}
-			began := time.Now()
-			populate(ctx, t, c, ns, n)
-			t.Logf("created %d ConfigMaps, %d Secrets, %d Deployments in %s", n, n, n, time.Since(began).Round(time.Second))
 			installPattern(ctx, t, cfg, "reloader")
+			t.Setenv("GODEBUG", "") // no gctrace: the heap is read from the runtime's metrics
+			newNamespace := func(prefix string) string {
+				ns := envconf.RandomName(prefix, 20)
+				if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+					t.Fatal(err)
+				}
+				namespaces = append(namespaces, ns)
+				return ns
+			}
 			run := 0
-			var emptyLive float64
-			t.Setenv("GODEBUG", "gctrace=1") // the pattern processes inherit it: their log has each GC's live heap
-			measure := func(mode string, args ...string) string {
+			measure := func(bin, ns string, n int) memoryRun {
 				run++
-				port := freePort(t)
-				log, err := os.Create(filepath.Join(logs, fmt.Sprintf("reloader-measure-%d.log", run)))
+				log, err := os.Create(filepath.Join(logs, fmt.Sprintf("reloader-memory-%d.log", run)))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer func() { _ = log.Close() }()
+				metrics, pprof := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 				started := time.Now()
-				p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "reloader"), cfg.KubeconfigFile(), operatorNamespace, log, false,
-					append(args, "--metrics-bind-address", "127.0.0.1:"+port, "--metrics-secure=false")...)
+				p, err := localcluster.RunPattern(ctx, bin, cfg.KubeconfigFile(), operatorNamespace, log, false, "--watch-namespaces", ns,
+					"--leader-elect=false", "--metrics-bind-address", metrics, "--metrics-secure=false", "--pprof-bind-address", pprof)
 				if err != nil {
 					t.Fatal(err)
 				}
-				ready := time.Since(started)
 				defer func() { _ = p.Stop(time.Minute) }()
-				waitFor(t, "every Deployment baselined", func(ctx context.Context) (bool, error) {
-					list := &appsv1.DeploymentList{}
+				r := memoryRun{ready: time.Since(started)}
+				waitForLong(t, "every Deployment recorded", 15*time.Minute, func(ctx context.Context) (bool, error) {
+					list := &metav1.PartialObjectMetadataList{}
+					list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
 					if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 						return false, err
 					}
-					return !slices.ContainsFunc(list.Items, func(d appsv1.Deployment) bool { return d.Annotations[reloader.DigestsAnnotation] == "" }), nil
+					return len(list.Items) == n && !slices.ContainsFunc(list.Items, func(d metav1.PartialObjectMetadata) bool {
+						return d.Annotations[reloader.DigestsAnnotation] == ""
+					}), nil
 				})
-				if mode == "" {
-					return ""
+				r.recorded = time.Since(started)
+				time.Sleep(10 * time.Second)                                        // settle: the queues drained, the reflectors watching
+				resp, err := http.Get("http://" + pprof + "/debug/pprof/heap?gc=1") // a forced GC, then the profile
+				if err != nil {
+					t.Fatal(err)
 				}
-				time.Sleep(5 * time.Second) // settle
-				rss, heap, live := rssKiB(t, p.Cmd.Process.Pid), minHeap(t, port), liveHeap(t, log.Name())
-				if mode == "empty" {
-					emptyLive = live
-					return fmt.Sprintf("| %s | %.1f MiB | %.1f MiB | %.1f MiB | – | %s | – | – |", mode, float64(rss)/1024, heap/(1<<20), live, ready.Round(10*time.Millisecond))
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				m := scrape(t, metrics, "")
+				r.rss, r.live, r.goroutines = rssKiB(t, p.Cmd.Process.Pid), m["go_gc_heap_live_bytes"], int(m["go_goroutines"])
+				for series, v := range m {
+					if strings.HasPrefix(series, "rest_client_requests_total{") && strings.Contains(series, `method="PATCH"`) {
+						r.writes += int(v)
+					}
 				}
-				lat := changeLatencies(ctx, t, c, ns, 100, fmt.Sprintf("%s-%d", mode, run)) // new data every run
-				rssAfter := rssKiB(t, p.Cmd.Process.Pid)
-				return fmt.Sprintf("| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.0f B | %s | %s / %s | %.1f MiB |", mode, float64(rss)/1024, heap/(1<<20), live,
-					(live-emptyLive)*(1<<20)/float64(3*n), ready.Round(10*time.Millisecond), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond),
-					float64(rssAfter)/1024)
+				return r
 			}
-			measure("") // records the baselines: not measured
-			empty := envconf.RandomName("empty", 12)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: empty}}); err != nil {
-				t.Fatal(err)
+			var rows []string
+			idle := measure(filepath.Join(bins, "reloader"), newNamespace("reloader-idle"), 0)
+			rows = append(rows, idle.row("none (an empty namespace)", "reloader", idle, 0))
+			wholeIdle := measure(whole, namespaces[0], 0)
+			rows = append(rows, wholeIdle.row("none (an empty namespace)", "whole-object", wholeIdle, 0))
+			type size struct {
+				n, valueSize int
+				secrets      bool
 			}
-			rows := []string{measure("empty", "--watch-namespaces", empty)}
-			for range 2 {
-				rows = append(rows, measure("projected"))
+			var all []size
+			for _, n := range sizes {
+				all = append(all, size{n, 1024, true})
 			}
-			t.Logf("%d ConfigMaps + %d Secrets (10 keys × 1 KiB) + %d opted-in Deployments:\n| cache | RSS synced | Go heap (min of 5 s) | live heap after the last GC | live heap per cached object, above empty | start to /readyz | update → template p50 / p99 (100) | RSS after the changes |\n|---|---|---|---|---|---|---|---|\n%s",
-				n, n, n, strings.Join(rows, "\n"))
+			all = append(all, size{2000, 100, false})
+			ratios := map[int]float64{}
+			for _, sz := range all {
+				ns := newNamespace("reloader-memory")
+				began := time.Now()
+				populate(ctx, t, c, ns, sz.n, sz.valueSize, sz.secrets)
+				objects, label := 3*sz.n, fmt.Sprintf("%d ConfigMaps + %d Secrets of 10 × %d B, %d Deployments", sz.n, sz.n, sz.valueSize, sz.n)
+				if !sz.secrets {
+					objects, label = 2*sz.n, fmt.Sprintf("%d ConfigMaps of 10 × %d B, %d Deployments", sz.n, sz.valueSize, sz.n)
+				}
+				t.Logf("%s created in %s", label, time.Since(began).Round(time.Second))
+				first := measure(filepath.Join(bins, "reloader"), ns, sz.n)
+				projected := measure(filepath.Join(bins, "reloader"), ns, sz.n)
+				wholeRun := measure(whole, ns, sz.n)
+				rows = append(rows, first.row(label, "reloader, first start", idle, objects),
+					projected.row(label, "reloader", idle, objects), wholeRun.row(label, "whole-object", wholeIdle, objects))
+				if sz.secrets {
+					ratios[sz.n] = float64(projected.rss) / float64(wholeRun.rss)
+				}
+				for _, r := range rows[len(rows)-3:] {
+					t.Log(r)
+				}
+			}
+			var ratioLines []string
+			for _, n := range sizes {
+				ratioLines = append(ratioLines, fmt.Sprintf("%d: %.2f", n, ratios[n]))
+			}
+			page := fmt.Sprintf(`# Reloader memory
+
+Written by `+"`KPATTERNS_MEASURE=1 go test -count=1 -v -timeout 60m -run TestReloaderMemory ./e2e/`"+` (%s) on
+%s/%s, %d cores; TestReloaderMemory took %s.
+
+The reloader (its cache holds projections: per key a sha256, of a workload only its references)
+against reloader-whole (e2e/cmd/reloader-whole: the same controllers and writes over a cache of
+whole objects, less managedFields, projecting a source when it reads it). Each size in its own
+namespace, watched alone: the reloader's first start there records every Deployment (one PATCH
+each, no rollout); then each variant restarted over the recorded ones. Deployments have replicas
+0 and reference one ConfigMap and one Secret each (envFrom). RSS 10 s after every Deployment was
+recorded; live heap: go_gc_heap_live_bytes after a forced GC; per cached object: the live heap
+above the same variant's idle figure, divided by the objects cached.
+
+| objects | process | start to /readyz | to every Deployment recorded | RSS settled | live heap | per cached object | goroutines | PATCH requests |
+|---|---|---|---|---|---|---|---|---|
+%s
+
+RSS of the reloader over the whole-object variant's, restarted: %s.
+`, time.Now().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(began).Round(time.Second),
+				strings.Join(rows, "\n"), strings.Join(ratioLines, ", "))
+			if err := os.WriteFile(out, []byte(page), 0o644); err != nil {
+				t.Error(err)
+			}
 			return ctx
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			_ = clientFor(t, cfg).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			for _, ns := range namespaces {
+				_ = clientFor(t, cfg).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			}
 			return ctx
 		})
 	testEnv.Test(t, f.Feature())
 }
 
-// populate creates n ConfigMaps and n Secrets of 10 keys × 1 KiB (a fixed seed) and n opted-in
-// Deployments (replicas 0), Deployment i referencing ConfigMap i and Secret i.
-func populate(ctx context.Context, t *testing.T, c client.Client, ns string, n int) {
+// memoryRun is what TestReloaderMemory measured of one process.
+type memoryRun struct {
+	ready, recorded    time.Duration
+	rss                int // KiB
+	live               float64
+	goroutines, writes int
+}
+
+// row is the run's line in docs/reloader-memory.md; the live heap per cached object is counted
+// above idle's.
+func (r memoryRun) row(objects, process string, idle memoryRun, cached int) string {
+	perObject := "–"
+	if cached > 0 {
+		perObject = fmt.Sprintf("%.0f B", (r.live-idle.live)/float64(cached))
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %.1f MiB | %.1f MiB | %s | %d | %d |", objects, process, r.ready.Round(10*time.Millisecond),
+		r.recorded.Round(10*time.Millisecond), float64(r.rss)/1024, r.live/(1<<20), perObject, r.goroutines, r.writes)
+}
+
+// populate creates n ConfigMaps and, with secrets, n Secrets of 10 keys × valueSize bytes (a
+// fixed seed), and n opted-in Deployments (replicas 0), Deployment i referencing ConfigMap i and
+// Secret i by envFrom.
+func populate(ctx context.Context, t *testing.T, c client.Client, ns string, n, valueSize int, secrets bool) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	value := func() string {
-		b := make([]byte, 1024)
+		b := make([]byte, valueSize)
 		for i := range b {
 			b[i] = 'a' + byte(rng.IntN(26))
 		}
@@ -151,20 +246,24 @@ func populate(ctx context.Context, t *testing.T, c client.Client, ns string, n i
 		}
 		name := fmt.Sprintf("app-%04d", i)
 		labels := map[string]string{"app": name}
+		envFrom := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+		if secrets {
+			envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}})
+		}
 		g.Go(func() error {
 			if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}); err != nil {
 				return err
 			}
-			if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}); err != nil {
-				return err
+			if secrets {
+				if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}); err != nil {
+					return err
+				}
 			}
 			return c.Create(ctx, &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{reloader.OptIn: "true"}},
 				Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
 					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-						Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27", EnvFrom: []corev1.EnvFromSource{
-							{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}},
-							{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}}}}},
+						Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27", EnvFrom: envFrom}}}}},
 			})
 		})
 	}
@@ -237,40 +336,6 @@ func changeLatencies(ctx context.Context, t *testing.T, c client.WithWatch, ns s
 	}
 	slices.Sort(lat)
 	return lat
-}
-
-// minHeap is the smallest go_memstats_heap_alloc_bytes of 5 scrapes of a metrics endpoint, a
-// second apart (closest to the live heap without forcing a GC).
-func minHeap(t *testing.T, port string) float64 {
-	t.Helper()
-	low := -1.0
-	for range 5 {
-		resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "go_memstats_heap_alloc_bytes "); ok {
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if low < 0 || f < low {
-					low = f
-				}
-			}
-		}
-		time.Sleep(time.Second)
-	}
-	if low < 0 {
-		t.Fatal("no go_memstats_heap_alloc_bytes on /metrics")
-	}
-	return low
 }
 
 // liveHeap is the heap marked live by the last GC a process logged with GODEBUG=gctrace=1

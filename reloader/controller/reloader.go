@@ -407,7 +407,7 @@ func MapSourceToWorkloads(c client.Reader, w WorkloadKind, kind Kind) handler.Ma
 }
 
 // Setup builds the reloader's own cache (CacheOptions, IndexWorkloads) and one controller per
-// workload kind.
+// workload kind (Controllers), reading that cache.
 func Setup(mgr ctrl.Manager, o Options) error {
 	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, CacheOptions)
 	if err != nil {
@@ -416,12 +416,20 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := IndexWorkloads(context.Background(), c); err != nil {
 		return err
 	}
+	return Controllers(mgr, c, c, o)
+}
+
+// Controllers adds one controller per workload kind to mgr, watching c (indexed by
+// IndexWorkloads) and reading through read: c itself when it holds projections (Setup); a cache of
+// whole objects must be read through a reader that projects sources as Project does, since the
+// digests are digests of projections.
+func Controllers(mgr ctrl.Manager, c cache.Cache, read client.Reader, o Options) error {
 	var limit *rollouts
 	if o.MaxRolloutsPerSecond > 0 {
 		limit = &rollouts{limiter: rate.NewLimiter(rate.Limit(o.MaxRolloutsPerSecond), 1)}
 	}
 	for _, w := range Workloads {
-		r := &Reconciler{Workload: w, Cache: c, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
+		r := &Reconciler{Workload: w, Cache: read, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
 			CoalesceWindow: o.CoalesceWindow, limit: limit}
 		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
 			// A standby starts its sources too (controller-runtime's warm-up; not --cold-standby): its caches of

@@ -159,6 +159,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.IntVar(&r.Workers, "max-concurrent-reconciles", 1, "reconcile workers of each controller (distinct objects are reconciled in parallel; one object never is)")
 		fs.StringVar(&r.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (kubebuilder's default)")
 		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics, HTTPS unless --metrics-secure=false (0 disables; kubebuilder's default)")
+		fs.StringVar(&r.PprofAddr, "pprof-bind-address", "0", "address of /debug/pprof, plain HTTP without authentication: a loopback address such as 127.0.0.1:6060 (0 disables)")
 		fs.BoolVar(&r.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates and authorizes (false: plain HTTP, for local runs)")
 		fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks (webhook patterns)")
 		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")

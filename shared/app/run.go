@@ -71,6 +71,9 @@ type RunOptions struct {
 	Workers     int
 	ProbeAddr   string
 	MetricsAddr string
+	// PprofAddr serves net/http/pprof (controller-runtime's PprofBindAddress; "0" or empty: off).
+	// Plain HTTP without authentication: bind it to a loopback address.
+	PprofAddr string
 	// MetricsSecure serves /metrics over HTTPS to callers the API server authenticates and
 	// authorizes (get on the /metrics non-resource URL); false is plain HTTP, for local runs.
 	MetricsSecure bool
@@ -179,6 +182,7 @@ func ManagerOptions(p Pattern, o RunOptions) (ctrl.Options, error) {
 		RenewDeadline:                 nonZero(o.RenewDeadline),
 		RetryPeriod:                   nonZero(o.RetryPeriod),
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		Metrics:                       metricsOptions(o),
 		Controller:                    config.Controller{MaxConcurrentReconciles: o.Workers},
 	}, nil
