@@ -5,9 +5,11 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -99,6 +101,84 @@ func TestReloader(t *testing.T) {
 			}
 			if _, ok := plain.Spec.Template.Annotations[digest.Annotation]; ok {
 				t.Fatal("the Deployment that did not opt in was annotated")
+			}
+			return ctx
+		}).
+		Assess("only the keys a workload reads count; a CronJob's Job template follows the key it reads", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: ns}, Data: map[string]string{"level": "info", "port": "80", "unused": "a"}}
+			keyRef := func(key string) []corev1.EnvVar {
+				return []corev1.EnvVar{{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "keys"}, Key: key}}}}
+			}
+			byPort, whole := deploymentUsing(ns, "by-port", "keys", true), deploymentUsing(ns, "whole", "keys", true) // whole: envFrom, every key
+			byPort.Spec.Template.Spec.Containers[0].EnvFrom, byPort.Spec.Template.Spec.Containers[0].Env = nil, keyRef("port")
+			for _, d := range []*appsv1.Deployment{byPort, whole} {
+				d.Spec.Replicas = ptr.To[int32](0) // ReplicaSets count the rollouts; no Pods needed
+			}
+			byLevel := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "by-level", Namespace: ns, Labels: map[string]string{controller.OptIn: "true"}},
+				Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", Suspend: ptr.To(true), JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+					Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+						Containers: []corev1.Container{{Name: "job", Image: "busybox:1.37", Env: keyRef("level")}}}}}}}}
+			for _, obj := range []client.Object{cm, byPort, whole, byLevel} {
+				if err := c.Create(ctx, obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recorded := func(obj client.Object) string {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+					t.Fatal(err)
+				}
+				return obj.GetAnnotations()[controller.DigestsAnnotation]
+			}
+			waitFor(t, "the reloader's baselines", func(context.Context) (bool, error) {
+				return recorded(byPort) != "" && recorded(whole) != "" && recorded(byLevel) != "", nil
+			})
+			if r := recorded(byLevel); !strings.HasPrefix(r, "configmap/keys:level=") {
+				t.Fatalf("the CronJob's record is %q, want the key it reads: configmap/keys:level=…", r)
+			}
+			replicaSets := func(name string) int {
+				list := &appsv1.ReplicaSetList{}
+				if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+					t.Fatal(err)
+				}
+				return len(list.Items)
+			}
+			change := func(key, value string) {
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+						return err
+					}
+					cm.Data[key] = value
+					return c.Update(ctx, cm)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "first ReplicaSets", func(context.Context) (bool, error) {
+				return replicaSets("by-port") == 1 && replicaSets("whole") == 1, nil
+			})
+			// A key nobody but the envFrom reader reads: "whole" rolls (the witness that the change
+			// was seen), the key readers do not.
+			change("unused", "b")
+			waitFor(t, "whole rolled for the unused key", func(context.Context) (bool, error) { return replicaSets("whole") == 2, nil })
+			change("port", "8080")
+			waitFor(t, "by-port rolled for its key", func(context.Context) (bool, error) {
+				return replicaSets("by-port") == 2 && replicaSets("whole") == 3, nil
+			})
+			if recorded(byLevel); byLevel.Spec.JobTemplate.Spec.Template.Annotations[digest.Annotation] != "" {
+				t.Fatal("the CronJob's Job template was stamped before the key it reads changed")
+			}
+			change("level", "debug")
+			waitFor(t, "the CronJob's Job template stamped for its key", func(context.Context) (bool, error) {
+				cj := &batchv1.CronJob{}
+				err := c.Get(ctx, client.ObjectKeyFromObject(byLevel), cj)
+				return err == nil && cj.Spec.JobTemplate.Spec.Template.Annotations[digest.Annotation] != "", err
+			})
+			waitFor(t, "whole rolled for level", func(context.Context) (bool, error) { return replicaSets("whole") == 4, nil })
+			if n := replicaSets("by-port"); n != 2 {
+				t.Fatalf("by-port has %d ReplicaSets, want 2: it rolled for a key it does not read", n)
 			}
 			return ctx
 		}).

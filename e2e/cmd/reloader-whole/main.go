@@ -3,9 +3,10 @@
 
 // Command reloader-whole is the reloader with a whole-object cache: the baseline of
 // TestReloaderMemory (docs/reloader-memory.md). The same controllers and RBAC as reloader's, and
-// run's common flags (not the reloader's own: their defaults); its cache holds ConfigMaps, Secrets and opted-in workloads as the API server sends
-// them (without managedFields, which every pattern's cache drops), and its reconcilers project a
-// source when they read it, so the digests — and so the writes — are the reloader's.
+// run's common flags (not the reloader's own: their defaults). Its cache holds ConfigMaps,
+// Secrets and opted-in workloads as the API server sends them (without managedFields, which every
+// pattern's cache drops), and its reconcilers project a source when they read it, so the digests
+// — and so the writes — are the reloader's.
 package main
 
 import (
