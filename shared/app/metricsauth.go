@@ -37,8 +37,7 @@ const (
 // Unauthorized (controller-runtime v0.25 answers 500 and logs an error with its stack for every
 // request), and failures are logged at most once a minute, so a scraper with a wrong token does not
 // fill the log. And it does not link k8s.io/apiserver, whose delegating authenticator brings
-// cel-go, gRPC and OpenTelemetry into every pattern's binary: see docs/reloader-memory.md for what
-// that costs in memory.
+// cel-go, gRPC and OpenTelemetry into every pattern's binary, whose pages count in its RSS.
 func metricsAuth(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
 	authn, err := authenticationv1.NewForConfigAndClient(cfg, hc)
 	if err != nil {
