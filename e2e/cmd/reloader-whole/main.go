@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -65,18 +66,13 @@ func (p projecting) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	if err := p.Reader.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
-	switch o := obj.(type) {
+	switch obj.(type) {
 	case *corev1.ConfigMap, *corev1.Secret:
-		projected, err := controller.Project(o)
+		projected, err := controller.Project(obj)
 		if err != nil {
 			return err
 		}
-		switch o := o.(type) {
-		case *corev1.ConfigMap:
-			*o = *projected.(*corev1.ConfigMap)
-		case *corev1.Secret:
-			*o = *projected.(*corev1.Secret)
-		}
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(projected).Elem())
 	}
 	return nil
 }
