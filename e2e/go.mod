@@ -3,8 +3,9 @@ module github.com/kpatterns/kpatterns/e2e
 go 1.26.4
 
 require (
-	github.com/jackc/pgx/v5 v5.13.0
+	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/kpatterns/kpatterns/mirror v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/shared v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
@@ -16,11 +17,22 @@ require (
 )
 
 require (
+	github.com/docker/cli v29.7.2+incompatible // indirect
+	github.com/docker/docker-credential-helpers v0.9.3 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/open-policy-agent/cert-controller v0.16.0 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
+	gotest.tools/v3 v3.5.2 // indirect
 )
 
 require (
@@ -51,8 +63,13 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/kpatterns/kpatterns/childset v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/conditional v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/dbpolicy v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/deploypolicy v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/finalizers v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/lifespan v0.0.0-00010101000000-000000000000
+	github.com/kpatterns/kpatterns/podpolicy v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/reloader v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/sharding v0.0.0-00010101000000-000000000000
 	github.com/kpatterns/kpatterns/summary v0.0.0-00010101000000-000000000000
@@ -75,7 +92,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
@@ -110,3 +127,15 @@ replace github.com/kpatterns/kpatterns/summary => ../summary
 replace github.com/kpatterns/kpatterns/deploypolicy => ../deploypolicy
 
 replace github.com/kpatterns/kpatterns/sharding => ../sharding
+
+replace github.com/kpatterns/kpatterns/childset => ../childset
+
+replace github.com/kpatterns/kpatterns/dbpolicy => ../dbpolicy
+
+replace github.com/kpatterns/kpatterns/finalizers => ../finalizers
+
+replace github.com/kpatterns/kpatterns/lifespan => ../lifespan
+
+replace github.com/kpatterns/kpatterns/podpolicy => ../podpolicy
+
+replace github.com/kpatterns/kpatterns/multi => ../multi
