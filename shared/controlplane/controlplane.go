@@ -27,6 +27,9 @@ import (
 	"time"
 )
 
+// KubernetesVersion is the control plane's version, pinned in tools/controlplane.
+const KubernetesVersion = "1.37.2"
+
 // Binaries are the control plane's executables.
 var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 
@@ -49,7 +52,7 @@ type Set struct {
 // tools/controlplane one binary at a time: packages they share are compiled by the first and
 // reused from the build cache by the rest, and every step can say which component it is on.
 var ControlPlane = Set{
-	Name: "k8s-v1.37.2", Modules: []string{"tools/controlplane"}, Binaries: Binaries,
+	Name: "k8s-v" + KubernetesVersion, Modules: []string{"tools/controlplane"}, Binaries: Binaries,
 	Build: func(ctx context.Context, b *Builder) error {
 		packages := map[string]string{
 			"etcd":                    "go.etcd.io/etcd/server/v3",
@@ -183,15 +186,19 @@ func versionKey(root string, s Set) (string, error) {
 	return s.Name + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-func cacheRoot() (string, error) {
+func cacheRoot() (string, error) { return CacheDir("controlplane") }
+
+// CacheDir is the directory sub of the project's cache: $KPATTERNS_CACHE, else kpatterns/ in the
+// user's cache directory (~/.cache/kpatterns).
+func CacheDir(sub string) (string, error) {
 	if d := os.Getenv("KPATTERNS_CACHE"); d != "" {
-		return filepath.Join(d, "controlplane"), nil
+		return filepath.Join(d, sub), nil
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(d, "kpatterns", "controlplane"), nil
+	return filepath.Join(d, "kpatterns", sub), nil
 }
 
 func lock(path string) (func(), error) {

@@ -139,3 +139,14 @@ func TestStepReportsProgress(t *testing.T) {
 		t.Errorf("a failed step: %v", err)
 	}
 }
+
+// KubernetesVersion names what tools/controlplane builds (and what setup-envtest is asked for).
+func TestKubernetesVersionIsPinned(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "tools", "controlplane", "go.mod"))
+	if err != nil {
+		t.Skip("not in this repository:", err) // a copy of this package in a starter
+	}
+	if want := "\tk8s.io/kubernetes v" + KubernetesVersion + "\n"; !strings.Contains(string(b), want) {
+		t.Errorf("tools/controlplane/go.mod does not require %q", strings.TrimSpace(want))
+	}
+}

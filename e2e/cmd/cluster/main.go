@@ -7,6 +7,11 @@
 //	cluster down [--dir .cluster]               stop every process it started, remove the real node, remove DIR
 //	cluster load-image [--dir .cluster] FILE... import image archives into the real node's containerd
 //	cluster binaries [--node real]              build the binaries into the cache (once per version)
+//	cluster docker-up                           a Docker engine for kind: yours, or Debian's started for
+//	                                            this project (package dockerd); prints its DOCKER_HOST
+//	cluster docker-down                         stop the project's engine; the host as before docker-up
+//	cluster envtest                             print a directory with etcd and kube-apiserver for
+//	                                            KUBEBUILDER_ASSETS: the user's, setup-envtest's, or built
 //
 // `up` starts a supervisor process in its own session that owns the cluster's processes and
 // stops them on SIGTERM; `down` signals it, kills any leftover process whose command line names
@@ -28,13 +33,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kpatterns/kpatterns/e2e/assets"
+	"github.com/kpatterns/kpatterns/e2e/dockerd"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: cluster up|down|load-image|binaries [--dir DIR] [--node real]"))
+		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|envtest [--dir DIR] [--node real]"))
 	}
 	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/, node/")
@@ -61,8 +68,23 @@ func main() {
 		}
 	case "binaries":
 		err = binaries(opts)
+	case "docker-up":
+		var host string
+		if host, err = dockerd.Up(context.Background(), "."); err == nil && host == "" {
+			fmt.Fprintln(os.Stderr, "docker: your engine answers `docker info`; using it as it is")
+		} else if err == nil {
+			fmt.Fprintf(os.Stderr, "docker: the project's engine runs (data in %s); for the docker CLI and kind:\n", dockerd.DataRoot)
+			fmt.Printf("export DOCKER_HOST=%s\n", host)
+		}
+	case "docker-down":
+		err = dockerd.Down(context.Background())
+	case "envtest":
+		var dir string
+		if dir, err = assets.Resolve(context.Background(), os.Stderr); err == nil {
+			fmt.Println(dir)
+		}
 	default:
-		err = fmt.Errorf("unknown command %q (want up, down, load-image or binaries)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down or envtest)", os.Args[1])
 	}
 	if err != nil {
 		fail(err)
