@@ -6,10 +6,14 @@
 //	cluster up [--dir .cluster] [--node real]   start it (or report the running one); writes DIR/kubeconfig
 //	cluster down [--dir .cluster]               stop every process it started, remove the real node, remove DIR
 //	cluster load-image [--dir .cluster] FILE... import image archives into the real node's containerd
+//	                                            (into the kind cluster's nodes where no local cluster runs)
 //	cluster binaries [--node real]              build the binaries into the cache (once per version)
 //	cluster docker-up                           a Docker engine for kind: yours, or Debian's started for
 //	                                            this project (package dockerd); prints its DOCKER_HOST
 //	cluster docker-down                         stop the project's engine; the host as before docker-up
+//	cluster kind-up [--dir .cluster]            a kind cluster "kpatterns" (Docker engine from docker-up, node
+//	                                            image kindest/node or built here); writes DIR/kubeconfig
+//	cluster kind-down [--dir .cluster]          delete it, and stop the project's Docker engine
 //	cluster envtest                             print a directory with etcd and kube-apiserver for
 //	                                            KUBEBUILDER_ASSETS: the user's, setup-envtest's, or built
 //
@@ -35,13 +39,14 @@ import (
 
 	"github.com/kpatterns/kpatterns/e2e/assets"
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
+	"github.com/kpatterns/kpatterns/e2e/kindnode"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|envtest [--dir DIR] [--node real]"))
+		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|kind-up|kind-down|envtest [--dir DIR] [--node real]"))
 	}
 	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/, node/")
@@ -63,7 +68,9 @@ func main() {
 	case "supervise":
 		err = supervise(abs, opts)
 	case "load-image":
-		if err = localcluster.LoadImages(context.Background(), abs, fs.Args()...); err == nil {
+		if _, local := running(abs); !local {
+			err = kindLoad(context.Background(), fs.Args()...)
+		} else if err = localcluster.LoadImages(context.Background(), abs, fs.Args()...); err == nil {
 			fmt.Printf("loaded %s into %s\n", strings.Join(fs.Args(), ", "), localcluster.RealNodeName)
 		}
 	case "binaries":
@@ -78,13 +85,17 @@ func main() {
 		}
 	case "docker-down":
 		err = dockerd.Down(context.Background())
+	case "kind-up":
+		err = kindUp(context.Background(), abs)
+	case "kind-down":
+		err = kindDown(context.Background(), abs)
 	case "envtest":
 		var dir string
 		if dir, err = assets.Resolve(context.Background(), os.Stderr); err == nil {
 			fmt.Println(dir)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down or envtest)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down, kind-up, kind-down or envtest)", os.Args[1])
 	}
 	if err != nil {
 		fail(err)
@@ -251,4 +262,100 @@ func killLeftovers(dir string) int {
 		}
 	}
 	return n
+}
+
+// KindCluster is the name of the cluster kind-up creates.
+const KindCluster = "kpatterns"
+
+// kindUp creates the kind cluster (or reports the running one) with its kubeconfig in dir.
+func kindUp(ctx context.Context, dir string) error {
+	if _, ok := running(dir); ok {
+		return errors.New("the local cluster is running in " + dir + ": go tool task cluster:down first")
+	}
+	env, kind, err := kindEnv(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if out, err := kindCommand(ctx, env, kind, "get", "clusters").Output(); err == nil && strings.Contains("\n"+string(out), "\n"+KindCluster+"\n") {
+		fmt.Printf("kind cluster %s already running\n%s", KindCluster, howTo(dir))
+		return kindCommand(ctx, env, kind, "export", "kubeconfig", "--name", KindCluster, "--kubeconfig", kubeconfig).Run()
+	}
+	image, err := kindnode.Image(ctx, ".", env)
+	if err != nil {
+		return err
+	}
+	config, err := kindnode.Config()
+	if err != nil {
+		return err
+	}
+	configFile := filepath.Join(dir, "kind.yaml")
+	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
+		return err
+	}
+	start := time.Now()
+	cmd := kindCommand(ctx, env, kind, "create", "cluster", "--name", KindCluster, "--image", image, "--config", configFile,
+		"--kubeconfig", kubeconfig, "--wait", "5m")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kind create cluster: %w", err)
+	}
+	fmt.Printf("kind cluster %s ready in %.1fs (image %s)\n%s", KindCluster, time.Since(start).Seconds(), image, howTo(dir))
+	return nil
+}
+
+// kindDown deletes the kind cluster and dir, and stops the project's Docker engine if it runs.
+func kindDown(ctx context.Context, dir string) error {
+	env, kind, err := kindEnv(ctx)
+	if err != nil {
+		return err
+	}
+	cmd := kindCommand(ctx, env, kind, "delete", "cluster", "--name", KindCluster, "--kubeconfig", filepath.Join(dir, "kubeconfig"))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return dockerd.Down(ctx)
+}
+
+// kindEnv starts (or finds) the Docker engine and builds kind; env reaches the engine.
+func kindEnv(ctx context.Context) ([]string, string, error) {
+	host, err := dockerd.Up(ctx, ".")
+	if err != nil {
+		return nil, "", err
+	}
+	env := os.Environ()
+	if host != "" {
+		env = append(env, "DOCKER_HOST="+host)
+	}
+	kind, err := kindnode.Binary(ctx, ".")
+	return env, kind, err
+}
+
+func kindCommand(ctx context.Context, env []string, kind string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, kind, args...)
+	cmd.Env = env
+	return cmd
+}
+
+// kindLoad loads image archives into the kind cluster's nodes (kind load image-archive).
+func kindLoad(ctx context.Context, archives ...string) error {
+	env, kind, err := kindEnv(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range archives {
+		cmd := kindCommand(ctx, env, kind, "load", "image-archive", "--name", KindCluster, a)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("kind load image-archive %s: %w", a, err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,94 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package kindnode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/apis/config/defaults"
+
+	"github.com/kpatterns/kpatterns/e2e/dockerd"
+	"github.com/kpatterns/kpatterns/shared/controlplane"
+)
+
+// ImageEnv names a node image to use as it is.
+const ImageEnv = "KPATTERNS_KIND_IMAGE"
+
+// Image returns the node image for a kind cluster: $KPATTERNS_KIND_IMAGE; else kind's own
+// default (kindest/node) where it is present or the registry can be reached; else one built here
+// (Build), cached in the engine by version. No pull is tried where the registry's name does not
+// even resolve.
+func Image(ctx context.Context, root string, env []string) (string, error) {
+	if img := os.Getenv(ImageEnv); img != "" {
+		return img, nil
+	}
+	release := defaults.Image
+	if docker(ctx, env, "image", "inspect", release) == nil {
+		return release, nil
+	}
+	if registryResolves(ctx) {
+		if err := docker(ctx, env, "pull", release); err == nil {
+			return release, nil
+		} else {
+			fmt.Fprintf(controlplane.Progress, "kind: %v; building a node image here instead\n", err)
+		}
+	}
+	return Build(ctx, root, env)
+}
+
+func registryResolves(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := net.DefaultResolver.LookupHost(ctx, "registry-1.docker.io")
+	return err == nil
+}
+
+// Config is the kind cluster configuration for this machine: one control-plane node; on a host
+// with cgroup v1, the kubelet told to run there (Kubernetes 1.35+ refuses by default); where the
+// host's capability bounding set lacks CAP_SYS_RESOURCE (as in the engine's capruntime), the
+// node's containerd told not to lower its containers' OOM score below its own.
+func Config() (string, error) {
+	var b strings.Builder
+	b.WriteString("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n")
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); os.IsNotExist(err) {
+		b.WriteString("kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  failCgroupV1: false\n")
+	}
+	missing, err := dockerd.MissingCaps()
+	if err != nil {
+		return "", err
+	}
+	if missing["CAP_SYS_RESOURCE"] {
+		b.WriteString("containerdConfigPatches:\n- |\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    restrict_oom_score_adj = true\n")
+	}
+	return b.String(), nil
+}
+
+// Binary builds kind (the tools module's version) into the cache and returns its path.
+func Binary(ctx context.Context, root string) (string, error) {
+	dir, err := controlplane.CacheDir("bin")
+	if err != nil {
+		return "", err
+	}
+	version, err := exec.CommandContext(ctx, "go", "list", "-C", filepath.Join(root, "tools"), "-m", "-f", "{{.Version}}", "sigs.k8s.io/kind").Output()
+	if err != nil {
+		return "", fmt.Errorf("kind's version in tools/go.mod: %w", err)
+	}
+	out := filepath.Join(dir, "kind-"+strings.TrimSpace(string(version)))
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "sigs.k8s.io/kind")
+	cmd.Dir = filepath.Join(root, "tools")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building kind: %w: %s", err, b)
+	}
+	return out, nil
+}
