@@ -36,6 +36,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	childsetv1 "github.com/kpatterns/kpatterns/childset/api/v1alpha1"
@@ -71,8 +72,8 @@ const deployedNamespace = "kpatterns-system"
 // cluster-scoped bindings there, so the teardown installs every pattern back into the operator
 // namespace.
 func TestDeployed(t *testing.T) {
-	if kindRun || localProvider.Cluster() == nil || !localProvider.Cluster().HasRealNode() {
-		t.Skip("the deploy tier needs the local cluster's real node (it starts when the suite runs as root)")
+	if !kindRun && (localProvider.Cluster() == nil || !localProvider.Cluster().HasRealNode()) {
+		t.Skip("the deploy tier needs a node that runs containers: kind, or the local cluster's real node (it starts when the suite runs as root)")
 	}
 	const work = "e2e-deployed"
 	f := features.New("deployed").
@@ -92,11 +93,13 @@ func TestDeployed(t *testing.T) {
 			if deployImagesErr != nil {
 				t.Fatal(deployImagesErr)
 			}
-			archives := deployArchives
-			if err := localProvider.Cluster().LoadImages(ctx, archives...); err != nil {
-				t.Fatal(err)
+			for _, archive := range deployArchives { // kind load image-archive, or the real node's containerd
+				var err error
+				if ctx, err = envfuncs.LoadImageArchiveToCluster(clusterName, archive)(ctx, cfg); err != nil {
+					t.Fatal(err)
+				}
 			}
-			t.Logf("%d images (built while the tests before ran) loaded into %s in %s", len(archives), localcluster.RealNodeName, time.Since(began).Round(time.Second))
+			t.Logf("%d images (built while the tests before ran) loaded in %s", len(deployArchives), time.Since(began).Round(time.Second))
 			installDatabaseCRD(ctx, t, cfg)
 			return ctx
 		}).
@@ -407,12 +410,11 @@ func rolloutRestart(ctx context.Context, t *testing.T, c client.Client, name str
 	})
 }
 
-// deployFlags place a pattern's Pods on the real node; without them nothing would.
+// deployFlags place a pattern's Pods on the nodes that run containers — the local cluster's real
+// node, kind's nodes — and not on kwok's fake node, where the suite's own workloads go.
 var deployFlags = []string{"--node-selector", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue,
 	"--tolerations", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue + ":NoSchedule"}
 
-// deploy installs a pattern's Deployment into deployedNamespace and waits until its Pods run and
-// are Ready on the real node. It returns the objects `manifests` rendered for that install.
 func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, extra ...string) []*unstructured.Unstructured {
 	t.Helper()
 	bin := filepath.Join(bins, p)
@@ -444,8 +446,8 @@ func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, ex
 		}
 		ready := 0
 		for _, pod := range pods.Items {
-			if pod.Spec.NodeName != localcluster.RealNodeName && pod.Spec.NodeName != "" {
-				return false, fmt.Errorf("Pod %s runs on %s, not the real node", pod.Name, pod.Spec.NodeName)
+			if pod.Spec.NodeName == localcluster.NodeName {
+				return false, fmt.Errorf("Pod %s runs on kwok's node, which runs no container", pod.Name)
 			}
 			for _, cs := range pod.Status.ContainerStatuses {
 				if cs.RestartCount > 0 {
@@ -600,7 +602,7 @@ var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c cli
 		})
 	},
 	"finalizers": func(ctx context.Context, t *testing.T, c client.Client, work string) {
-		pgAdminSecret(ctx, t, c, work, localProvider.Cluster().HostIP()) // the Pod reaches the host's server there
+		pgAdminSecret(ctx, t, c, work, hostIPForPods(t)) // the Pod reaches the host's server there
 		db := pgDatabase(work, "deployed")
 		if err := c.Create(ctx, db); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,12 +50,45 @@ func postgresServer(t testing.TB) *postgres.Server {
 func startPostgres() (*postgres.Server, error) {
 	pgOnce.Do(func() {
 		var extra []string
-		if localProvider != nil && localProvider.Cluster() != nil && localProvider.Cluster().HasRealNode() {
-			extra = append(extra, localProvider.Cluster().HostIP())
+		if ip, err := podsReachHostAt(); err != nil {
+			pgErr = err
+			return
+		} else if ip != "" {
+			extra = append(extra, ip)
 		}
 		pgServer, pgErr = postgres.Start(extra...)
 	})
 	return pgServer, pgErr
+}
+
+// podsReachHostAt is this machine's address as the cluster's Pods reach it ("" where none does):
+// the host's end of the local cluster's real node link, or kind's Docker network gateway.
+func podsReachHostAt() (string, error) {
+	if kindRun {
+		out, err := exec.Command("docker", "network", "inspect", "kind", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+		if err != nil {
+			return "", fmt.Errorf("the kind network's gateway: %w", err)
+		}
+		for _, ip := range strings.Fields(string(out)) {
+			if !strings.Contains(ip, ":") {
+				return ip, nil
+			}
+		}
+		return "", fmt.Errorf("the kind network has no IPv4 gateway: %q", out)
+	}
+	if localProvider != nil && localProvider.Cluster() != nil && localProvider.Cluster().HasRealNode() {
+		return localProvider.Cluster().HostIP(), nil
+	}
+	return "", nil
+}
+
+func hostIPForPods(t testing.TB) string {
+	t.Helper()
+	ip, err := podsReachHostAt()
+	if err != nil || ip == "" {
+		t.Fatalf("no address of this machine that the cluster's Pods reach (%v)", err)
+	}
+	return ip
 }
 
 // removePostgres is the suite's Finish step for postgresServer.

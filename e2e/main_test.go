@@ -10,12 +10,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +30,8 @@ import (
 	"sigs.k8s.io/e2e-framework/support/kind"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kpatterns/kpatterns/e2e/dockerd"
+	"github.com/kpatterns/kpatterns/e2e/kindnode"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 )
 
@@ -41,6 +43,10 @@ var (
 	logs    string // component and pattern logs, kept after the run
 	// localProvider is the local cluster (nil on kind): chaos restarts its components.
 	localProvider *localcluster.Provider
+	// kindConfig is the kind cluster's configuration file (kind only).
+	kindConfig string
+	// clusterName names the cluster to the provider's env funcs (loading images).
+	clusterName string
 )
 
 // operatorNamespace is where patterns are installed and run.
@@ -59,20 +65,25 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	provider, err := selectProvider()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
 	testEnv = env.New()
-	name := envconf.RandomName("kpatterns", 16)
+	clusterName = envconf.RandomName("kpatterns", 16)
+	name := clusterName
 	logs = filepath.Join(os.TempDir(), name+"-logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	testEnv.Setup(envfuncs.CreateCluster(provider, name), applyCRDs, buildPatterns(name), crdsAdmitted)
-	testEnv.Finish(envfuncs.ExportClusterLogs(name, logs), envfuncs.DestroyCluster(name), removePostgres,
+	provider, err := selectProvider()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	create := envfuncs.CreateCluster(provider, name)
+	if kindConfig != "" {
+		create = envfuncs.CreateClusterWithConfig(provider, name, kindConfig)
+	}
+	testEnv.Setup(create, addFakeNode, applyCRDs, buildPatterns(name), crdsAdmitted)
+	testEnv.Finish(envfuncs.ExportClusterLogs(name, logs), stopFakeNode, envfuncs.DestroyCluster(name), stopDocker, removePostgres,
 		func(ctx context.Context, _ *envconf.Config) (context.Context, error) { return ctx, os.RemoveAll(bins) })
 	os.Exit(testEnv.Run(m))
 }
@@ -80,26 +91,44 @@ func TestMain(m *testing.M) {
 func selectProvider() (support.E2EClusterProvider, error) {
 	switch p := os.Getenv("E2E_PROVIDER"); p {
 	case "", "local":
-		// The real node needs root: without it, the deploy tier (TestDeployed) is skipped.
-		localProvider = localcluster.NewProvider(localcluster.Options{RealNode: os.Geteuid() == 0})
+		// The real node needs root: without it, or with E2E_REAL_NODE=0 (go tool task test, which
+		// runs the deploy tier on kind), the deploy tier (TestDeployed) is skipped.
+		realNode := os.Geteuid() == 0 && os.Getenv("E2E_REAL_NODE") != "0"
+		localProvider = localcluster.NewProvider(localcluster.Options{RealNode: realNode})
 		return localProvider, nil
 	case "kind":
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("E2E_PROVIDER=kind needs a running Docker daemon, and `docker info` failed (%v): %s"+
-				"\nrun the suite on the local cluster instead: go tool task e2e:local", err, lastLine(out))
+		// The Docker engine (yours, or the project's: docker:up), kind from ./tools, and the node
+		// image (kindest/node, or built here), as `go tool task kind:up` has them.
+		ctx := context.Background()
+		ours := !dockerd.Works(ctx, append(os.Environ(), "DOCKER_HOST="+dockerd.Host))
+		host, err := dockerd.Up(ctx, root)
+		if err != nil {
+			return nil, fmt.Errorf("E2E_PROVIDER=kind needs a Docker engine: %w\nrun the suite on the local cluster instead: go tool task e2e:local", err)
 		}
-		return kind.NewProvider(), nil
+		if host != "" {
+			_ = os.Setenv("DOCKER_HOST", host) // kind and docker, run by the provider, find it there
+			stopEngine = ours                  // started for this run: stopped at its end
+		}
+		bin, err := kindnode.Binary(ctx, root)
+		if err != nil {
+			return nil, err
+		}
+		image, err := kindnode.Image(ctx, root, os.Environ())
+		if err != nil {
+			return nil, err
+		}
+		config, err := kindnode.Config()
+		if err != nil {
+			return nil, err
+		}
+		kindConfig = filepath.Join(logs, "kind.yaml")
+		if err := os.WriteFile(kindConfig, []byte(config), 0o644); err != nil {
+			return nil, err
+		}
+		return kind.NewProvider().WithPath(bin).WithOpts(kind.WithImage(image)), nil
 	default:
 		return nil, fmt.Errorf("E2E_PROVIDER=%q: want local (default) or kind", p)
 	}
-}
-
-// lastLine is where docker info says what went wrong.
-func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // buildPatterns builds every pattern binary (local) or image loaded into kind (kind).
@@ -120,9 +149,10 @@ func buildPatterns(cluster string) env.Func {
 				if ctx, err = envfuncs.LoadImageArchiveToCluster(cluster, archive)(ctx, cfg); err != nil {
 					return ctx, err
 				}
+				deployArchives = append(deployArchives, archive)
 			}
-		}
-		if localProvider != nil && localProvider.Cluster().HasRealNode() {
+			close(deployImages) // TestDeployed's: built already
+		} else if localProvider != nil && localProvider.Cluster().HasRealNode() {
 			go buildDeployImages() // for TestDeployed, while the tests before it run
 		} else {
 			close(deployImages)
@@ -148,12 +178,55 @@ func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// kindKwok is kwok's fake node beside kind's (kind only): the local cluster has its own.
+var kindKwok *localcluster.Cluster
+
+// addFakeNode gives a kind cluster what the local cluster has: this machine's routes to its Pods
+// (and Services) through the node, kwok's fake node for the suite's workloads, and its nodes
+// labelled and tainted as the real node, where deployFlags place the patterns' Pods.
+func addFakeNode(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+	if !kindRun {
+		return ctx, nil
+	}
+	var err error
+	if unroute, err = kindnode.RouteThroughNode(ctx, os.Environ(), clusterName+"-control-plane"); err != nil {
+		return ctx, err
+	}
+	kindKwok, err = localcluster.AddFakeNode(ctx, cfg.KubeconfigFile(), filepath.Join(logs, "kwok"))
+	return ctx, err
+}
+
+// unroute removes the routes to kind's Pod and Service ranges (kind only); stopEngine says the
+// run started the project's Docker engine, which its end stops.
+var (
+	unroute    func() error
+	stopEngine bool
+)
+
+func stopDocker(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	if !stopEngine {
+		return ctx, nil
+	}
+	return ctx, dockerd.Down(ctx)
+}
+
+func stopFakeNode(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	var errs []error
+	if kindKwok != nil {
+		errs = append(errs, kindKwok.Stop())
+	}
+	if unroute != nil {
+		errs = append(errs, unroute())
+	}
+	return ctx, errors.Join(errs...)
+}
+
 // installPattern applies a pattern's generated manifests (with --image, its Deployment on kind).
 func installPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern string, extra ...string) {
 	t.Helper()
 	install := append([]string{"install"}, extra...)
 	if kindRun {
-		install = append(install, "--image", image(pattern))
+		install = append(append(install, "--image", image(pattern)), deployFlags...)
 	}
 	patternCommand(ctx, t, cfg, pattern, install...)
 }

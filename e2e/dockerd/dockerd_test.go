@@ -28,6 +28,9 @@ func TestEngine(t *testing.T) {
 	if os.Getenv("DOCKER_HOST") != Host && Works(ctx, nil) {
 		t.Skip("a Docker engine of the user's answers: the project starts none")
 	}
+	if Works(ctx, append(os.Environ(), "DOCKER_HOST="+Host)) {
+		t.Skip("the project's engine is running (a kind cluster may be using it): not stopping it")
+	}
 	if err := Down(ctx); err != nil { // one left by an interrupted run
 		t.Fatal(err)
 	}

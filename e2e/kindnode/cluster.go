@@ -5,6 +5,7 @@ package kindnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -51,15 +52,23 @@ func registryResolves(ctx context.Context) bool {
 	return err == nil
 }
 
-// Config is the kind cluster configuration for this machine: one control-plane node; on a host
-// with cgroup v1, the kubelet told to run there (Kubernetes 1.35+ refuses by default); where the
-// host's capability bounding set lacks CAP_SYS_RESOURCE (as in the engine's capruntime), the
-// node's containerd told not to lower its containers' OOM score below its own.
+// Config is the kind cluster configuration for this machine: one control-plane node, the
+// feature gate the sharding pattern's server mode needs and kube-apiserver calling webhooks at
+// their Pods' addresses (--enable-aggregator-routing), both as on the local cluster, a kubelet
+// that syncs every 10 s (a Secret's new certificate reaches its volume within seconds, as on
+// the local cluster's real node, not a minute); on a host with cgroup v1, the kubelet told to run
+// there (Kubernetes 1.35+ refuses by default); where the host's capability bounding set lacks
+// CAP_SYS_RESOURCE (as in the engine's capruntime), the node's containerd told not to lower its
+// containers' OOM score below its own.
 func Config() (string, error) {
 	var b strings.Builder
 	b.WriteString("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n")
+	b.WriteString("featureGates:\n  ShardedListAndWatch: true\n")
+	b.WriteString("kubeadmConfigPatchesJSON6902:\n- group: kubeadm.k8s.io\n  version: v1beta4\n  kind: ClusterConfiguration\n" +
+		"  patch: |\n    - op: add\n      path: /apiServer/extraArgs/-\n      value: {name: enable-aggregator-routing, value: \"true\"}\n")
+	b.WriteString("kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  syncFrequency: 10s\n")
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); os.IsNotExist(err) {
-		b.WriteString("kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  failCgroupV1: false\n")
+		b.WriteString("  failCgroupV1: false\n")
 	}
 	missing, err := dockerd.MissingCaps()
 	if err != nil {
@@ -91,4 +100,42 @@ func Binary(ctx context.Context, root string) (string, error) {
 		return "", fmt.Errorf("building kind: %w: %s", err, b)
 	}
 	return out, nil
+}
+
+// PodAndServiceRanges are kind's defaults: its pod subnet and its Service range.
+var PodAndServiceRanges = []string{"10.244.0.0/16", "10.96.0.0/16"}
+
+// RouteThroughNode routes this machine's own traffic to the kind cluster's Pod and Service
+// ranges through its node (named as docker names the container), as the local cluster routes its
+// Pods' range through the real node's link: a test that dials a Pod's address reaches it, and
+// nothing sent to those ranges follows the default route off the machine. The returned function
+// removes the routes.
+func RouteThroughNode(ctx context.Context, env []string, node string) (func() error, error) {
+	cmd := exec.CommandContext(ctx, "docker", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", node)
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("docker inspect %s: %w", node, err)
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("%s has no address", node)
+	}
+	var added []string
+	undo := func() error {
+		var errs []error
+		for _, r := range added {
+			if err := run(context.Background(), "ip", "route", "del", r); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, r := range PodAndServiceRanges {
+		if err := run(ctx, "ip", "route", "replace", r, "via", fields[0]); err != nil {
+			return nil, errors.Join(err, undo())
+		}
+		added = append(added, r)
+	}
+	return undo, nil
 }

@@ -42,7 +42,7 @@ const Repository = "kpatterns/kind-node"
 const Release = "kindest/node:v" + controlplane.KubernetesVersion
 
 // layout changes the key of every cached image when this builder changes what it writes.
-const layout = "3"
+const layout = "4"
 
 // Build returns a node image in the Docker engine that env reaches (docker's environment),
 // building it if this version is not there yet. root is the repository root.
@@ -194,12 +194,13 @@ func criBaseSpec(spec []byte) ([]byte, error) {
 }
 
 // cniConfig is the one node's network: kind's pod subnet's first /24, which the node controller
-// gives kind's single node.
+// gives kind's single node; what leaves the pod range is masqueraded to the node's address (as
+// kindnetd does), so the host answers a Pod through the node.
 const cniConfig = `{
   "cniVersion": "1.0.0",
   "name": "kpatterns",
   "plugins": [
-    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
      "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -192,12 +193,7 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(caFile, cp.APIServer.CA, 0o600); err != nil {
 		return nil, err
 	}
-	stages := filepath.Join(dir, "kwok-stages.yaml")
-	if err := os.WriteFile(stages, kwokStages, 0o644); err != nil {
-		return nil, err
-	}
-
-	ports, err := freePorts(3)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -222,23 +218,11 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 	if err := c.start(assets, "kube-scheduler", append(delegation, "--secure-port="+ports[1])...); err != nil {
 		return nil, err
 	}
-	if err := c.start(assets, "kwok",
-		"--kubeconfig="+c.Kubeconfig,
-		"--config="+stages,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		// kwok renews the node's Lease (every 10 s), as a kubelet does: without it the node
-		// controller found the node not Ready ~50 s after start and marked every Pod not Ready.
-		"--node-lease-duration-seconds=40",
-		"--server-address=127.0.0.1:"+ports[2],
-	); err != nil {
-		return nil, err
-	}
 	cl, err := client.New(c.Config, client.Options{})
 	if err != nil {
 		return nil, err
 	}
-	if err := cl.Create(ctx, fakeNode()); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.startKwok(ctx, assets, cl); err != nil {
 		return nil, err
 	}
 	if o.RealNode {
@@ -248,6 +232,79 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 	}
 	if err := c.WaitReady(ctx, cl); err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// startKwok starts kwok against c.Kubeconfig and registers the fake node it plays.
+func (c *Cluster) startKwok(ctx context.Context, assets string, cl client.Client) error {
+	stages := filepath.Join(c.Dir, "kwok-stages.yaml")
+	if err := os.WriteFile(stages, kwokStages, 0o644); err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	if err := c.start(assets, "kwok",
+		"--kubeconfig="+c.Kubeconfig,
+		"--config="+stages,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		// kwok renews the node's Lease (every 10 s), as a kubelet does: without it the node
+		// controller found the node not Ready ~50 s after start and marked every Pod not Ready.
+		"--node-lease-duration-seconds=40",
+		"--server-address=127.0.0.1:"+ports[0],
+	); err != nil {
+		return err
+	}
+	if err := cl.Create(ctx, fakeNode()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// AddFakeNode runs kwok's fake node beside the nodes of another cluster (kind's), as the local
+// cluster runs it, and labels and taints those nodes as the local cluster's real node: so the
+// e2e suite's workloads that only need Running Pods go to the fake node there too, and the
+// patterns' own Pods, placed as on the real node, to the nodes that run containers. Stop the
+// returned Cluster to stop kwok (the nodes stay as they are: the cluster goes with them).
+func AddFakeNode(ctx context.Context, kubeconfig, dir string) (*Cluster, error) {
+	assets, err := controlplane.Ensure(ctx, "kwok")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Kubeconfig: kubeconfig}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	c.Config = cfg
+	cl, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	nodes := &corev1.NodeList{}
+	if err := cl.List(ctx, nodes); err != nil {
+		return nil, err
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		patch := client.MergeFrom(n.DeepCopy())
+		metav1.SetMetaDataLabel(&n.ObjectMeta, RealNodeLabel, RealNodeValue)
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: RealNodeLabel, Value: RealNodeValue, Effect: corev1.TaintEffectNoSchedule})
+		if err := cl.Patch(ctx, n, patch); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.startKwok(ctx, assets, cl); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	if err := c.WaitReady(ctx, cl); err != nil {
+		return nil, errors.Join(err, c.Stop())
 	}
 	return c, nil
 }

@@ -24,7 +24,7 @@ type Provider struct {
 	cluster *Cluster
 }
 
-var _ support.E2EClusterProvider = (*Provider)(nil)
+var _ support.E2EClusterProviderWithImageLoader = (*Provider)(nil)
 
 // NewProvider returns a provider for one local cluster, started with o.
 func NewProvider(o Options) *Provider { return &Provider{name: "kpatterns", opts: o} }
@@ -106,4 +106,18 @@ func (p *Provider) KubernetesRestConfig() *rest.Config {
 		return nil
 	}
 	return p.cluster.Config
+}
+
+// LoadImageArchive imports an image archive into the real node's containerd, as kind load
+// image-archive does for kind (envfuncs.LoadImageArchiveToCluster).
+func (p *Provider) LoadImageArchive(ctx context.Context, archive string, _ ...string) error {
+	if p.cluster == nil {
+		return fmt.Errorf("cluster %s is not running", p.name)
+	}
+	return p.cluster.LoadImages(ctx, archive)
+}
+
+// LoadImage would copy an image from a Docker engine: the local cluster has none.
+func (p *Provider) LoadImage(context.Context, string, ...string) error {
+	return fmt.Errorf("the local cluster loads image archives only (LoadImageArchive): it has no Docker engine to copy %s from", p.name)
 }

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command capruntime is an OCI runtime for dockerd (--add-runtime NAME=PATH) that runs runc after
-// removing, from the container's process, every capability this machine's bounding set lacks.
+// removing, from the container's process, every capability this machine's bounding set lacks, and
+// that thaws, after a kill or delete, what a runc inside the container left frozen.
 //
 // A privileged container (kind runs every node as one) asks for every capability. Where the host
 // itself runs without one — a VM whose bounding set lacks CAP_SYS_RESOURCE — runc cannot grant it
@@ -14,10 +15,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -42,7 +45,56 @@ func main() {
 			fail(err)
 		}
 	}
+	if ids := stopping(os.Args[1:]); len(ids) > 0 {
+		// runc kills every process of a container by freezing its cgroup, signalling, thawing it;
+		// on cgroup v1 that thaws no child cgroup frozen by a runc inside the container (a kind
+		// node's, updating device rules), whose processes then never die. Thaw them after.
+		cmd := exec.Command(path, os.Args[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		err := cmd.Run()
+		thaw(ids)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.ExitCode())
+		} else if err != nil {
+			fail(err)
+		}
+		return
+	}
 	fail(syscall.Exec(path, append([]string{path}, os.Args[1:]...), os.Environ()))
+}
+
+// freezerRoot is where dockerd's cgroupfs driver puts its containers' freezer cgroups (v1).
+const freezerRoot = "/sys/fs/cgroup/freezer/docker"
+
+// stopping returns the containers that a kill or delete names: its arguments with a freezer
+// cgroup of that name.
+func stopping(args []string) []string {
+	if !slices.Contains(args, "kill") && !slices.Contains(args, "delete") {
+		return nil
+	}
+	var ids []string
+	for _, a := range args {
+		if fi, err := os.Stat(filepath.Join(freezerRoot, a)); err == nil && fi.IsDir() && !strings.ContainsAny(a, "/.") {
+			ids = append(ids, a)
+		}
+	}
+	return ids
+}
+
+// thaw writes THAWED to every frozen freezer cgroup below the containers'.
+func thaw(ids []string) {
+	for _, id := range ids {
+		_ = filepath.WalkDir(filepath.Join(freezerRoot, id), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.Name() != "freezer.state" {
+				return nil
+			}
+			if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != "THAWED" {
+				_ = os.WriteFile(path, []byte("THAWED"), 0o644)
+			}
+			return nil
+		})
+	}
 }
 
 // fail reports on stderr, which runc's caller (containerd's shim) passes back to dockerd.

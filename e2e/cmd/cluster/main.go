@@ -198,6 +198,14 @@ func howTo(dir string) string {
 `, dir)
 }
 
+func kindHowTo(dir string) string {
+	return fmt.Sprintf(`  kubeconfig: %[1]s/kubeconfig
+  use it:     export KUBECONFIG=%[1]s/kubeconfig   (kubectl, or any pattern's install/run)
+  images:     go tool task image:load PATTERN=<pattern>   (after go tool task image)
+  stop it:    go tool task kind:down
+`, dir)
+}
+
 // supervise runs the cluster until SIGTERM or SIGINT.
 func supervise(dir string, opts localcluster.Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -281,7 +289,7 @@ func kindUp(ctx context.Context, dir string) error {
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if out, err := kindCommand(ctx, env, kind, "get", "clusters").Output(); err == nil && strings.Contains("\n"+string(out), "\n"+KindCluster+"\n") {
-		fmt.Printf("kind cluster %s already running\n%s", KindCluster, howTo(dir))
+		fmt.Printf("kind cluster %s already running\n%s", KindCluster, kindHowTo(dir))
 		return kindCommand(ctx, env, kind, "export", "kubeconfig", "--name", KindCluster, "--kubeconfig", kubeconfig).Run()
 	}
 	image, err := kindnode.Image(ctx, ".", env)
@@ -303,7 +311,7 @@ func kindUp(ctx context.Context, dir string) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kind create cluster: %w", err)
 	}
-	fmt.Printf("kind cluster %s ready in %.1fs (image %s)\n%s", KindCluster, time.Since(start).Seconds(), image, howTo(dir))
+	fmt.Printf("kind cluster %s ready in %.1fs (image %s)\n%s", KindCluster, time.Since(start).Seconds(), image, kindHowTo(dir))
 	return nil
 }
 
