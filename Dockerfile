@@ -1,6 +1,9 @@
 # Builds any pattern with a Docker engine: docker build --build-arg PATTERN=mirror -t kpatterns/mirror:dev .
-# The same layout as `go tool task image PATTERN=mirror`, which needs no Docker engine.
-FROM golang:1.26 AS build
+# The same layout as `go tool task image PATTERN=mirror`, which needs no Docker engine. The bases
+# are build arguments, for a machine that takes them from a mirror of its own.
+ARG BUILDER_IMAGE=golang:1.26
+ARG BASE_IMAGE=gcr.io/distroless/static:nonroot
+FROM ${BUILDER_IMAGE} AS build
 ARG PATTERN
 WORKDIR /src
 COPY . .
@@ -8,7 +11,7 @@ RUN test -n "${PATTERN}" || { echo "set --build-arg PATTERN=<pattern directory>"
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     cd "${PATTERN}" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags="-s -w" -o /out/manager .
 
-FROM gcr.io/distroless/static:nonroot
+FROM ${BASE_IMAGE}
 ARG PATTERN
 ARG REVISION=unknown
 ARG VERSION=dev

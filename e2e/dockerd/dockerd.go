@@ -188,7 +188,8 @@ func removeNewLinks() error {
 	}
 	had := linkNames(string(before))
 	for name := range linkNames(string(now)) {
-		if had[name] || !(strings.HasPrefix(name, "br-") || strings.HasPrefix(name, "veth") || name == "docker0") {
+		engines := strings.HasPrefix(name, "br-") || strings.HasPrefix(name, "veth") || name == "docker0"
+		if had[name] || !engines {
 			continue
 		}
 		if out, err := exec.Command("ip", "link", "delete", name).CombinedOutput(); err != nil {

@@ -39,7 +39,7 @@ func Image(ctx context.Context, root string, env []string) (string, error) {
 		if err := docker(ctx, env, "pull", release); err == nil {
 			return release, nil
 		} else {
-			fmt.Fprintf(controlplane.Progress, "kind: %v; building a node image here instead\n", err)
+			_, _ = fmt.Fprintf(controlplane.Progress, "kind: %v; building a node image here instead\n", err)
 		}
 	}
 	return Build(ctx, root, env)

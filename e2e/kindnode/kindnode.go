@@ -68,16 +68,16 @@ func Build(ctx context.Context, root string, env []string) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	fmt.Fprintln(h, layout, base, kindDir)
+	_, _ = fmt.Fprintln(h, layout, base, kindDir)
 	for _, k := range sortedKeys(bins) {
-		fmt.Fprintln(h, k, bins[k]) // each set's directory is named after its versions
+		_, _ = fmt.Fprintln(h, k, bins[k]) // each set's directory is named after its versions
 	}
 	tag := fmt.Sprintf("%s:v%s-%s", Repository, controlplane.KubernetesVersion, hex.EncodeToString(h.Sum(nil))[:12])
 	if docker(ctx, env, "image", "inspect", tag) == nil {
 		return tag, nil
 	}
 	start := time.Now()
-	fmt.Fprintf(controlplane.Progress, "kindnode: building %s once for this version\n", tag)
+	_, _ = fmt.Fprintf(controlplane.Progress, "kindnode: building %s once for this version\n", tag)
 	work, err := os.MkdirTemp("", "kpatterns-kindnode-")
 	if err != nil {
 		return "", err
@@ -100,11 +100,11 @@ func Build(ctx context.Context, root string, env []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(controlplane.Progress, "kindnode: %d images preloaded: %s\n", len(required), strings.Join(required, ", "))
+	_, _ = fmt.Fprintf(controlplane.Progress, "kindnode: %d images preloaded: %s\n", len(required), strings.Join(required, ", "))
 	if err := load(ctx, env, work, rootfs, tag); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(controlplane.Progress, "kindnode: %s built in %s\n", tag, time.Since(start).Round(time.Second))
+	_, _ = fmt.Fprintf(controlplane.Progress, "kindnode: %s built in %s\n", tag, time.Since(start).Round(time.Second))
 	return tag, nil
 }
 

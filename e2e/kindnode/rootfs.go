@@ -52,7 +52,7 @@ func baseRootfs(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	fmt.Fprintf(controlplane.Progress, "kindnode: debootstrap %s from %s (about 1.5 minutes)\n", suite, mirror)
+	_, _ = fmt.Fprintf(controlplane.Progress, "kindnode: debootstrap %s from %s (about 1.5 minutes)\n", suite, mirror)
 	if err := run(ctx, "debootstrap", "--variant=minbase", "--include="+strings.Join(packages, ","), suite, dir, mirror); err != nil {
 		return "", err
 	}
