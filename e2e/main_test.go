@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
 	"sigs.k8s.io/e2e-framework/pkg/env"
@@ -28,7 +26,6 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 	"sigs.k8s.io/e2e-framework/support"
 	"sigs.k8s.io/e2e-framework/support/kind"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
 	"github.com/kpatterns/kpatterns/e2e/kindnode"
@@ -249,17 +246,16 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 	t.Helper()
 	bin := filepath.Join(bins, pattern)
 	var install, run []string
-	if webhookPatterns[pattern] {
+	// Locally a webhook pattern runs outside the cluster, called by URL with a development
+	// certificate; on kind its Deployment serves the Service with the certificate it keeps itself
+	// (--certs=self, the default), as the deploy tier installs it.
+	if webhookPatterns[pattern] && !kindRun {
 		w, err := localcluster.PrepareWebhook(bin, operatorNamespace, filepath.Join(logs, pattern+"-certs"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		webhooks[pattern] = w
 		install, run = w.InstallArgs(), w.RunArgs()
-		if kindRun { // the Deployment serves the Service with the mounted TLS Secret
-			install = []string{"--ca-file", filepath.Join(w.Dir, "ca.crt")}
-			applySecret(ctx, t, cfg, filepath.Join(w.Dir, "secret.yaml"))
-		}
 	}
 	installPattern(ctx, t, cfg, pattern, install...)
 	if kindRun {
@@ -286,26 +282,4 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 		}
 		_ = log.Close()
 	}
-}
-
-// applySecret creates the TLS Secret that `certs` wrote (kind: the Deployment mounts it).
-func applySecret(ctx context.Context, t testing.TB, cfg *envconf.Config, file string) {
-	t.Helper()
-	if err := clientFor(t, cfg).Create(ctx, readSecret(t, file)); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
-// readSecret reads the Secret manifest `certs` wrote.
-func readSecret(t testing.TB, file string) *corev1.Secret {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{}
-	if err := yaml.Unmarshal(b, secret); err != nil {
-		t.Fatal(err)
-	}
-	return secret
 }
