@@ -112,7 +112,7 @@ func Up(ctx context.Context, root string) (string, error) {
 		select {
 		case err := <-exited:
 			b, _ := os.ReadFile(log.Name())
-			return "", fmt.Errorf("dockerd exited (%v):\n%s", err, tail(string(b), 20))
+			return "", fmt.Errorf("dockerd exited (%v):\n%s", err, Tail(string(b), 20))
 		case <-time.After(500 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -128,12 +128,12 @@ func Down(ctx context.Context) error {
 	pid, running := enginePID()
 	if running {
 		env := append(os.Environ(), "DOCKER_HOST="+Host)
-		if ids, err := docker(ctx, env, "ps", "-aq"); err == nil && ids != "" {
-			if _, err := docker(ctx, env, append([]string{"rm", "-f"}, strings.Fields(ids)...)...); err != nil {
+		if ids, err := Docker(ctx, env, "ps", "-aq"); err == nil && ids != "" {
+			if _, err := Docker(ctx, env, append([]string{"rm", "-f"}, strings.Fields(ids)...)...); err != nil {
 				return err
 			}
 		}
-		if _, err := docker(ctx, env, "network", "prune", "-f"); err != nil {
+		if _, err := Docker(ctx, env, "network", "prune", "-f"); err != nil {
 			return err
 		}
 		_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -161,7 +161,8 @@ func enginePID() (int, bool) {
 	return pid, err == nil && syscall.Kill(pid, 0) == nil
 }
 
-func docker(ctx context.Context, env []string, args ...string) (string, error) {
+// Docker runs the docker CLI with env and returns its trimmed output, or an error with its stderr.
+func Docker(ctx context.Context, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	cmd.Env = env
 	out, err := cmd.Output()
@@ -249,7 +250,8 @@ func buildCapruntime(ctx context.Context, root string) (string, error) {
 	return out, nil
 }
 
-func tail(s string, n int) string {
+// Tail is the last n lines of s, for an error message.
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

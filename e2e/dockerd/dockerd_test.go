@@ -126,7 +126,7 @@ func capBnd(t *testing.T, line string) uint64 {
 
 func run(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	out, err := docker(context.Background(), env, args...)
+	out, err := Docker(context.Background(), env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

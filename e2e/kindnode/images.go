@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/kpatterns/kpatterns/e2e/dockerd"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
 
@@ -184,7 +185,7 @@ func importImages(ctx context.Context, work, root string, bins map[string]string
 		cmd := exec.CommandContext(ctx, bins["ctr"], append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return nil, fmt.Errorf("ctr %s: %w: %s (containerd: %s)", strings.Join(args, " "), err, out, tailLines(log.String(), 5))
+			return nil, fmt.Errorf("ctr %s: %w: %s (containerd: %s)", strings.Join(args, " "), err, out, dockerd.Tail(log.String(), 5))
 		}
 		return out, nil
 	}

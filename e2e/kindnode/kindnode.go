@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kpatterns/kpatterns/e2e/dockerd"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
@@ -225,10 +226,6 @@ func moduleDir(ctx context.Context, root, module string) (string, error) {
 }
 
 func docker(ctx context.Context, env []string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "docker", args...)
-	cmd.Env = env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, tailLines(string(out), 5))
-	}
-	return nil
+	_, err := dockerd.Docker(ctx, env, args...)
+	return err
 }

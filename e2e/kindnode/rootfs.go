@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kpatterns/kpatterns/e2e/dockerd"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
 
@@ -94,15 +95,7 @@ func aptMirror() (string, error) {
 func run(ctx context.Context, name string, args ...string) error {
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tailLines(string(out), 20))
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, dockerd.Tail(string(out), 20))
 	}
 	return nil
-}
-
-func tailLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
