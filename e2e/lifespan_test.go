@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,20 +43,14 @@ func TestLifespan(t *testing.T) {
 				t.Fatal(err)
 			}
 			installPattern(ctx, t, cfg, "lifespan")
-			// A writer creates a labelled ConfigMap every 100 ms for the whole run.
-			var mu sync.Mutex
-			var written []*corev1.ConfigMap
-			wctx, stopWriting := context.WithCancel(ctx)
+			// A writer creates a labelled ConfigMap every 100 ms for the whole run. What it wrote is
+			// read back from the API server afterwards: a Create whose reply was lost still counts.
+			var stop atomic.Bool
 			var writer sync.WaitGroup
 			writer.Go(func() {
-				for i := 0; wctx.Err() == nil; i++ {
-					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c-%04d", i), Namespace: ns,
-						Labels: map[string]string{lifespan.ObserveLabel: "true"}}}
-					if err := c.Create(wctx, cm); err == nil {
-						mu.Lock()
-						written = append(written, cm)
-						mu.Unlock()
-					}
+				for i := 0; !stop.Load() && ctx.Err() == nil; i++ {
+					_ = c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c-%04d", i), Namespace: ns,
+						Labels: map[string]string{lifespan.ObserveLabel: "true"}}})
 					time.Sleep(100 * time.Millisecond)
 				}
 			})
@@ -70,13 +65,16 @@ func TestLifespan(t *testing.T) {
 					return err == nil && hb.Current() != nil && hb.Current().Holder == holder, client.IgnoreNotFound(err)
 				})
 			})
-			stopWriting()
+			stop.Store(true)
 			writer.Wait()
 			t.Logf("SIGTERM handovers %v: p50 %s, max %s; SIGKILL handover %s (flags %v)", term, term[len(term)/2], term[len(term)-1], kill, leaseFlags)
 
 			// Every version written got its Observed event, from whichever replica led.
-			mu.Lock()
-			defer mu.Unlock()
+			cms := &corev1.ConfigMapList{}
+			if err := c.List(ctx, cms, client.InNamespace(ns), client.MatchingLabels{lifespan.ObserveLabel: "true"}); err != nil {
+				t.Fatal(err)
+			}
+			written := cms.Items
 			waitFor(t, fmt.Sprintf("Observed events for all %d ConfigMaps", len(written)), func(ctx context.Context) (bool, error) {
 				list := &eventsv1.EventList{}
 				if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{lifespan.EmittedByLabel: lifespan.Name}); err != nil {
@@ -86,9 +84,11 @@ func TestLifespan(t *testing.T) {
 				for _, e := range list.Items {
 					seen[e.Name] = true
 				}
-				missing := slices.DeleteFunc(slices.Clone(written), func(cm *corev1.ConfigMap) bool { return seen[lifespan.ObservedEventName(cm)] })
+				missing := slices.DeleteFunc(slices.Clone(written), func(cm corev1.ConfigMap) bool { return seen[lifespan.ObservedEventName(&cm)] })
 				if len(missing) > 0 {
 					t.Logf("%d of %d ConfigMaps not observed yet (first %s)", len(missing), len(written), missing[0].Name)
+				} else if len(list.Items) != len(written) {
+					t.Logf("%d Observed events for %d ConfigMaps", len(list.Items), len(written))
 				}
 				return len(missing) == 0 && len(list.Items) == len(written), nil
 			})
