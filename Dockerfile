@@ -1,10 +1,13 @@
 # Builds any pattern with a Docker engine: docker build --build-arg PATTERN=mirror -t kpatterns/mirror:dev .
 # The same layout as `go tool task image PATTERN=mirror`, which needs no Docker engine. The bases
-# are build arguments, for a machine that takes them from a mirror of its own.
+# are build arguments, for a machine that takes them from a mirror of its own; GOPROXY and GOSUMDB
+# too (`go tool task image:docker` sets all four on a machine that reaches no registry).
 ARG BUILDER_IMAGE=golang:1.26
 ARG BASE_IMAGE=gcr.io/distroless/static:nonroot
 FROM ${BUILDER_IMAGE} AS build
 ARG PATTERN
+ARG GOPROXY
+ARG GOSUMDB
 WORKDIR /src
 COPY . .
 RUN test -n "${PATTERN}" || { echo "set --build-arg PATTERN=<pattern directory>"; exit 1; }

@@ -60,7 +60,7 @@ func TestAdmissionChoice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: governed}},
+			for _, o := range []client.Object{testNamespace(governed),
 				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: webhook.PolicyConfigMap, Namespace: governed}, Data: map[string]string{webhook.MaxReplicasKey: "10"}}} {
 				if err := c.Create(ctx, o); err != nil {
 					t.Fatal(err)

@@ -419,7 +419,7 @@ func benchConverged(ctx context.Context, t *testing.T, cfg *envconf.Config, size
 			maps.Copy(written, writable(t, p))
 		}
 		namespaces[i] = envconf.RandomName("bench-"+bc.pattern, 20)
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaces[i]}}); err != nil {
+		if err := c.Create(ctx, testNamespace(namespaces[i])); err != nil {
 			t.Fatal(err)
 		}
 		stops[i] = bc.run(ctx, t, cfg, namespaces[i])
@@ -793,7 +793,7 @@ func benchMirrorAgainstClientGo(ctx context.Context, t *testing.T, cfg *envconf.
 	// sources creates n labelled sources in a new namespace, 16 at a time.
 	sources := func(prefix string) (string, []*corev1.ConfigMap) {
 		ns := envconf.RandomName(prefix, 20)
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if err := admin.Create(ctx, testNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 		srcs := make([]*corev1.ConfigMap, n)
@@ -1096,7 +1096,7 @@ func TestBenchGrowth(t *testing.T) {
 			var cells []string
 			// One namespace, grown from one size to the next; each size measured by a restart.
 			ns := envconf.RandomName("growth-"+bc.pattern, 24)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := c.Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			if bc.alone {
@@ -1279,7 +1279,7 @@ func benchNamespace(ctx context.Context, t *testing.T, cfg *envconf.Config, pref
 	t.Helper()
 	c, rc := fastClientConfig(t, cfg)
 	ns := envconf.RandomName(prefix, 20)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := c.Create(ctx, testNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	return rc, c, ns

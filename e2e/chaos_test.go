@@ -84,7 +84,7 @@ func TestChaos(t *testing.T) {
 	ns := envconf.RandomName("chaos", 12)
 	f := features.New("chaos").
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if err := clientFor(t, cfg).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := clientFor(t, cfg).Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			installPattern(ctx, t, cfg, "mirror")
@@ -666,7 +666,7 @@ type reloaderSummary struct {
 func startReloaderSummary(ctx context.Context, t *testing.T, cfg *envconf.Config, c client.Client, size chaosSize) *reloaderSummary {
 	t.Helper()
 	rs := &reloaderSummary{c: c, ns: envconf.RandomName("chaos-rs", 16)}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rs.ns}}); err != nil {
+	if err := c.Create(ctx, testNamespace(rs.ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"reloader", "summary"} {

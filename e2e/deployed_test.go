@@ -82,7 +82,7 @@ func TestDeployed(t *testing.T) {
 			for _, ns := range []*corev1.Namespace{
 				{ObjectMeta: metav1.ObjectMeta{Name: deployedNamespace, Labels: map[string]string{
 					"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}}},
-				{ObjectMeta: metav1.ObjectMeta{Name: work}},
+				testNamespace(work),
 			} {
 				if err := c.Create(ctx, ns); err != nil {
 					t.Fatal(err)
@@ -160,7 +160,7 @@ func buildDeployImages() {
 	}
 }
 
-// deployExtra are install flags of a pattern beyond deployFlags: mirror runs a standby for its
+// deployExtra are install flags of a pattern beyond --image: mirror runs a standby for its
 // rolling restart; sharding three active replicas.
 var deployExtra = map[string][]string{"mirror": {"--replicas", "2"}, "sharding": {"--replicas", "3"}}
 
@@ -410,16 +410,11 @@ func rolloutRestart(ctx context.Context, t *testing.T, c client.Client, name str
 	})
 }
 
-// deployFlags place a pattern's Pods on the nodes that run containers — the local cluster's real
-// node, kind's nodes — and not on kwok's fake node, where the suite's own workloads go.
-var deployFlags = []string{"--node-selector", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue,
-	"--tolerations", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue + ":NoSchedule"}
-
 func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, extra ...string) []*unstructured.Unstructured {
 	t.Helper()
 	bin := filepath.Join(bins, p)
 	env := append(os.Environ(), "KUBECONFIG="+cfg.KubeconfigFile(), "KPATTERNS_NAMESPACE="+deployedNamespace)
-	args := append(append([]string{"--image", image(p)}, deployFlags...), extra...)
+	args := append([]string{"--image", image(p)}, extra...) // no placement flags: kwok's node is the tainted one
 	var rendered bytes.Buffer
 	cmd := command(ctx, root, bin, append([]string{"manifests"}, args...)...)
 	cmd.Env, cmd.Stdout = env, &rendered

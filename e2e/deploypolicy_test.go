@@ -151,7 +151,7 @@ func BenchmarkAdmissionLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: governed}}); err != nil {
+	if err := c.Create(ctx, testNamespace(governed)); err != nil {
 		b.Fatal(err)
 	}
 	stop := runPattern(ctx, b, cfg, "deploypolicy")

@@ -22,6 +22,7 @@ import (
 
 	childsetv1alpha1 "github.com/kpatterns/kpatterns/childset/api/v1alpha1"
 	conditionalv1alpha1 "github.com/kpatterns/kpatterns/conditional/api/v1alpha1"
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	finalizersv1alpha1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	lifespanv1alpha1 "github.com/kpatterns/kpatterns/lifespan/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/shared/app"
@@ -48,6 +49,11 @@ func clientFor(t testing.TB, cfg *envconf.Config) client.Client {
 }
 
 // waitFor polls cond until it is true; the deadline only bounds a hung test.
+// testNamespace is a namespace for a test's workloads: its Pods run on kwok's node.
+func testNamespace(name string) *corev1.Namespace {
+	return localcluster.OnFakeNode(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
 func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	if err := wait.For(cond, wait.WithTimeout(2*time.Minute), wait.WithInterval(200*time.Millisecond)); err != nil {
@@ -62,7 +68,7 @@ type stopKey struct{ pattern string }
 func withPattern(b *features.FeatureBuilder, pattern, ns string, runArgs ...string) *features.FeatureBuilder {
 	return b.
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if err := clientFor(t, cfg).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := clientFor(t, cfg).Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			return context.WithValue(ctx, stopKey{pattern}, runPattern(ctx, t, cfg, pattern, runArgs...))

@@ -47,7 +47,7 @@ func TestLeaderElection(t *testing.T) {
 	f := features.New("leader election").
 		Assess("the Lease holder acts; on SIGTERM it hands over to the other replica", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := clientFor(t, cfg)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := c.Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			installPattern(ctx, t, cfg, "mirror")

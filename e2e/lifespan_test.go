@@ -39,7 +39,7 @@ func TestLifespan(t *testing.T) {
 	f := features.New("lifespan").
 		Assess("handovers keep one holder at a time and lose no Observed event", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := clientFor(t, cfg)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := c.Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			installPattern(ctx, t, cfg, "lifespan")

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -135,13 +136,27 @@ func buildPatterns(cluster string) env.Func {
 		if bins, err = os.MkdirTemp("", "kpatterns-e2e-bin-"); err != nil {
 			return ctx, err
 		}
-		if kindRun { // the images `go tool task image` builds, for this machine's architecture
+		if kindRun { // the images `go tool task image` builds, for this machine's architecture,
+			// but one from the Dockerfile, as `go tool task image:docker` builds it
+			log, err := os.Create(filepath.Join(logs, "image-docker.log"))
+			if err != nil {
+				return ctx, err
+			}
+			err = kindnode.DockerBuild(ctx, root, os.Environ(), dockerfilePattern, image(dockerfilePattern), log)
+			_ = log.Close()
+			if err != nil {
+				return ctx, fmt.Errorf("image:docker: %w (see %s)", err, log.Name())
+			}
+			if ctx, err = envfuncs.LoadDockerImageToCluster(cluster, image(dockerfilePattern))(ctx, cfg); err != nil {
+				return ctx, err
+			}
+			others := slices.DeleteFunc(slices.Clone(patterns), func(p string) bool { return p == dockerfilePattern })
 			out := filepath.Join(bins, "images")
-			args := append([]string{"run", "./e2e/cmd/image", "-tag", "e2e", "-platforms", "linux/" + runtime.GOARCH, "-out", out}, patterns...)
+			args := append([]string{"run", "./e2e/cmd/image", "-tag", "e2e", "-platforms", "linux/" + runtime.GOARCH, "-out", out}, others...)
 			if err := command(ctx, root, "go", args...).Run(); err != nil {
 				return ctx, fmt.Errorf("images: %w", err)
 			}
-			for _, p := range patterns {
+			for _, p := range others {
 				archive := filepath.Join(out, p+"-linux-"+runtime.GOARCH+".tar")
 				if ctx, err = envfuncs.LoadImageArchiveToCluster(cluster, archive)(ctx, cfg); err != nil {
 					return ctx, err
@@ -166,6 +181,9 @@ func buildPatterns(cluster string) env.Func {
 	}
 }
 
+// dockerfilePattern is the pattern whose kind image is built from the Dockerfile.
+const dockerfilePattern = "mirror"
+
 func image(pattern string) string { return "kpatterns/" + pattern + ":e2e" }
 
 func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
@@ -179,8 +197,8 @@ func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
 var kindKwok *localcluster.Cluster
 
 // addFakeNode gives a kind cluster what the local cluster has: this machine's routes to its Pods
-// (and Services) through the node, kwok's fake node for the suite's workloads, and its nodes
-// labelled and tainted as the real node, where deployFlags place the patterns' Pods.
+// (and Services) through the node, kwok's fake node (tainted) for the suite's workloads, and its
+// nodes labelled as the real node is.
 func addFakeNode(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
 	if !kindRun {
 		return ctx, nil
@@ -223,7 +241,7 @@ func installPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, patt
 	t.Helper()
 	install := append([]string{"install"}, extra...)
 	if kindRun {
-		install = append(append(install, "--image", image(pattern)), deployFlags...)
+		install = append(install, "--image", image(pattern))
 	}
 	patternCommand(ctx, t, cfg, pattern, install...)
 }
@@ -250,7 +268,7 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 	// certificate; on kind its Deployment serves the Service with the certificate it keeps itself
 	// (--certs=self, the default), as the deploy tier installs it.
 	if webhookPatterns[pattern] && !kindRun {
-		w, err := localcluster.PrepareWebhook(bin, operatorNamespace, filepath.Join(logs, pattern+"-certs"))
+		w, err := localcluster.PrepareWebhook(bin, operatorNamespace, filepath.Join(logs, pattern+"-certs"), "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}

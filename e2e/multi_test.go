@@ -124,7 +124,7 @@ func TestMultiMemory(t *testing.T) {
 		Assess("three processes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			const ns = "e2e-memory-three"
 			c := clientFor(t, cfg)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := c.Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range []string{"mirror", "reloader", "summary"} {
@@ -139,7 +139,7 @@ func TestMultiMemory(t *testing.T) {
 		Assess("one process", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			const ns = "e2e-memory-multi"
 			c := clientFor(t, cfg)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := c.Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			defer runPattern(ctx, t, cfg, "multi")()

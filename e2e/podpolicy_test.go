@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/podpolicy/webhook"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
@@ -100,8 +101,8 @@ func BenchmarkPodAdmissionLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: governed, Labels: map[string]string{webhook.EnforceLabel: "true", webhook.AllowPodsLabel: "true"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: plain}},
+		localcluster.OnFakeNode(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: governed, Labels: map[string]string{webhook.EnforceLabel: "true", webhook.AllowPodsLabel: "true"}}}),
+		testNamespace(plain),
 	} {
 		if err := c.Create(ctx, ns); err != nil {
 			b.Fatal(err)

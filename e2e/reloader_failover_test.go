@@ -54,7 +54,7 @@ func TestReloaderFailover(t *testing.T) {
 	f := features.New("reloader failover").
 		Assess("warm and cold standbys, SIGTERM and SIGKILL", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c, _ := fastClientConfig(t, cfg)
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			if err := c.Create(ctx, testNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 			populate(ctx, t, c, ns, n, 1024, true)

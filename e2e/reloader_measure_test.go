@@ -80,7 +80,7 @@ func TestReloaderMemory(t *testing.T) {
 			t.Setenv("GODEBUG", "") // no gctrace: the heap is read from the runtime's metrics
 			newNamespace := func(prefix string) string {
 				ns := envconf.RandomName(prefix, 20)
-				if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				if err := c.Create(ctx, testNamespace(ns)); err != nil {
 					t.Fatal(err)
 				}
 				namespaces = append(namespaces, ns)

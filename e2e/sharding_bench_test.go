@@ -152,7 +152,7 @@ func shardingSources(ctx context.Context, t *testing.T, c client.Client, n int) 
 	t.Helper()
 	var namespaces []string
 	for range 100 {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-shard-"}}
+		ns := localcluster.OnFakeNode(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-shard-"}})
 		if err := c.Create(ctx, ns); err != nil {
 			t.Fatal(err)
 		}

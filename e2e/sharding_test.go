@@ -56,7 +56,7 @@ func TestSharding(t *testing.T) {
 			var keys []client.ObjectKey
 			for range 6 {
 				ns := envconf.RandomName("shard", 12)
-				if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				if err := c.Create(ctx, testNamespace(ns)); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })

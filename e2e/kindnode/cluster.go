@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/defaults"
 
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
 
@@ -54,7 +55,8 @@ func registryResolves(ctx context.Context) bool {
 
 // Config is the kind cluster configuration for this machine: one control-plane node, the
 // feature gate the sharding pattern's server mode needs and kube-apiserver calling webhooks at
-// their Pods' addresses (--enable-aggregator-routing), both as on the local cluster, a kubelet
+// their Pods' addresses (--enable-aggregator-routing), the admission plugins
+// localcluster.OnFakeNode needs, all as on the local cluster, a kubelet
 // that syncs every 10 s (a Secret's new certificate reaches its volume within seconds, as on
 // the local cluster's real node, not a minute); on a host with cgroup v1, the kubelet told to run
 // there (Kubernetes 1.35+ refuses by default); where the host's capability bounding set lacks
@@ -65,7 +67,8 @@ func Config() (string, error) {
 	b.WriteString("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n")
 	b.WriteString("featureGates:\n  ShardedListAndWatch: true\n")
 	b.WriteString("kubeadmConfigPatchesJSON6902:\n- group: kubeadm.k8s.io\n  version: v1beta4\n  kind: ClusterConfiguration\n" +
-		"  patch: |\n    - op: add\n      path: /apiServer/extraArgs/-\n      value: {name: enable-aggregator-routing, value: \"true\"}\n")
+		"  patch: |\n    - op: add\n      path: /apiServer/extraArgs/-\n      value: {name: enable-aggregator-routing, value: \"true\"}\n" +
+		"    - op: add\n      path: /apiServer/extraArgs/-\n      value: {name: enable-admission-plugins, value: \"NodeRestriction," + localcluster.AdmissionPlugins + "\"}\n")
 	b.WriteString("kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  syncFrequency: 10s\n")
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); os.IsNotExist(err) {
 		b.WriteString("  failCgroupV1: false\n")

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
 )
 
 // Config is a kind v1alpha4 Cluster with one control-plane node, the kubelet's sync period, and
@@ -31,6 +32,9 @@ func TestConfig(t *testing.T) {
 	}
 	if len(c.KubeadmConfigPatchesJSON6902) != 1 || !strings.Contains(c.KubeadmConfigPatchesJSON6902[0].Patch, "enable-aggregator-routing") {
 		t.Errorf("want kube-apiserver's --enable-aggregator-routing added:\n%s", config)
+	}
+	if !strings.Contains(c.KubeadmConfigPatchesJSON6902[0].Patch, "NodeRestriction,"+localcluster.AdmissionPlugins) {
+		t.Errorf("want kube-apiserver's admission plugins, kubeadm's NodeRestriction kept:\n%s", config)
 	}
 	var kubelet map[string]any
 	if len(c.KubeadmConfigPatches) != 1 || yaml.Unmarshal([]byte(c.KubeadmConfigPatches[0]), &kubelet) != nil {

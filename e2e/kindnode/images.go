@@ -221,27 +221,11 @@ func load(ctx context.Context, env []string, work, rootfs, tag string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	cfg.Config.Entrypoint = []string{"/usr/local/bin/entrypoint", "/sbin/init"}
-	cfg.Config.Env = []string{"container=docker", path}
-	cfg.Config.StopSignal = "SIGRTMIN+3"
-	if img, err = mutate.ConfigFile(img, cfg); err != nil {
-		return err
-	}
-	ref, err := name.NewTag(tag)
-	if err != nil {
-		return err
-	}
-	archive := filepath.Join(work, "image.tar")
-	if err := tarball.WriteToFile(archive, ref, img); err != nil {
-		return err
-	}
-	return docker(ctx, env, "load", "-i", archive)
+	return writeAndLoad(ctx, env, work, tag, img, func(c *v1.Config) {
+		c.Entrypoint = []string{"/usr/local/bin/entrypoint", "/sbin/init"}
+		c.Env = []string{"container=docker", path}
+		c.StopSignal = "SIGRTMIN+3"
+	})
 }
 
 func copyTree(src, dst string, mode os.FileMode) error {

@@ -162,8 +162,7 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 	cp.APIServer.Configure().Disable("disable-admission-plugins").
 		Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none").
 		Set("service-cluster-ip-range", ServiceRange).
-		// As hardened clusters do: blockOwnerDeletion needs update on the owner's finalizers.
-		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement").
+		Set("enable-admission-plugins", AdmissionPlugins).
 		// Webhooks are called at their Pods' addresses (the host routes the real node's Pod range),
 		// not at ClusterIPs, which only the real node's kube-proxy serves.
 		Set("enable-aggregator-routing", "true").
@@ -264,6 +263,16 @@ func (c *Cluster) startKwok(ctx context.Context, assets string, cl client.Client
 	return nil
 }
 
+// KwokPID is the process ID of the kwok that AddFakeNode started, 0 if none.
+func (c *Cluster) KwokPID() int {
+	for _, p := range c.procs {
+		if filepath.Base(p.Path) == "kwok" && p.Process != nil {
+			return p.Process.Pid
+		}
+	}
+	return 0
+}
+
 // AddFakeNode runs kwok's fake node beside the nodes of another cluster (kind's), as the local
 // cluster runs it, and labels and taints those nodes as the local cluster's real node: so the
 // e2e suite's workloads that only need Running Pods go to the fake node there too, and the
@@ -295,7 +304,6 @@ func AddFakeNode(ctx context.Context, kubeconfig, dir string) (*Cluster, error) 
 		n := &nodes.Items[i]
 		patch := client.MergeFrom(n.DeepCopy())
 		metav1.SetMetaDataLabel(&n.ObjectMeta, RealNodeLabel, RealNodeValue)
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: RealNodeLabel, Value: RealNodeValue, Effect: corev1.TaintEffectNoSchedule})
 		if err := cl.Patch(ctx, n, patch); err != nil {
 			return nil, err
 		}
@@ -322,9 +330,34 @@ func fakeNode() *corev1.Node {
 			Labels: map[string]string{"type": "kwok", "kubernetes.io/hostname": NodeName,
 				"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
 		},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: FakeNodeTaintKey, Value: FakeNodeTaintValue, Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
 }
+
+// kwok's node is tainted NoSchedule: a Pod runs there only if it tolerates the taint (and, where
+// a node that runs containers exists too, selects type=kwok).
+const (
+	FakeNodeTaintKey   = "kwok.x-k8s.io/node"
+	FakeNodeTaintValue = "fake"
+)
+
+// OnFakeNode annotates ns so that every Pod created in it runs on kwok's node: kube-apiserver's
+// PodNodeSelector and PodTolerationRestriction admission plugins (on in both the local cluster
+// and kind's) give each one the node selector type=kwok and a toleration of the fake node's
+// taint. The tests and the demo put their workloads in such namespaces; the patterns' own Pods,
+// in namespaces without these annotations, run on a node that runs containers, with no flags.
+func OnFakeNode(ns *corev1.Namespace) *corev1.Namespace {
+	metav1.SetMetaDataAnnotation(&ns.ObjectMeta, "scheduler.alpha.kubernetes.io/node-selector", "type=kwok")
+	metav1.SetMetaDataAnnotation(&ns.ObjectMeta, "scheduler.alpha.kubernetes.io/defaultTolerations",
+		fmt.Sprintf(`[{"key":%q,"operator":"Equal","value":%q,"effect":"NoSchedule"}]`, FakeNodeTaintKey, FakeNodeTaintValue))
+	return ns
+}
+
+// AdmissionPlugins are the admission plugins both clusters enable beyond the defaults:
+// blockOwnerDeletion needs update on the owner's finalizers (as hardened clusters do), and the
+// two that OnFakeNode's annotations drive.
+const AdmissionPlugins = "OwnerReferencesPermissionEnforcement,PodNodeSelector,PodTolerationRestriction"
 
 // WaitReady waits for the node to be Ready with no NoSchedule taint, and for the default
 // ServiceAccount (Pods can be admitted), checking that every component is still running.
@@ -374,7 +407,7 @@ func (c *Cluster) notReady(ctx context.Context, cl client.Client) string {
 			return "node " + name + " is not Ready"
 		}
 		for _, t := range node.Spec.Taints {
-			if t.Key != RealNodeLabel && (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) {
+			if t.Key != FakeNodeTaintKey && (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) {
 				return "node " + name + " has taint " + t.Key
 			}
 		}

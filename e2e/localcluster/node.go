@@ -46,9 +46,10 @@ import (
 const (
 	// RealNodeName is the node the kubelet registers.
 	RealNodeName = "kpatterns-node"
-	// RealNodeLabel labels the real node and taints it NoSchedule (value RealNodeValue): only Pods
-	// that select it and tolerate the taint run there — the patterns' own Deployments, installed
-	// with `--node-selector` and `--toleration` — while tests' workloads stay on kwok's node.
+	// RealNodeLabel labels the node that runs containers (value RealNodeValue). It has no taint:
+	// a pattern's own Pods run there with no flags, as on any cluster; kwok's node is the tainted
+	// one (FakeNodeTaintKey), and what the tests and the demo put there lives in namespaces that
+	// OnFakeNode annotates.
 	RealNodeLabel = "patterns.kpatterns.dev/node"
 	RealNodeValue = "real"
 	// SandboxImage is the pause image, built from e2e/cmd/pause like the patterns' images.
@@ -438,9 +439,7 @@ serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-registerWithTaints:
-- {key: %[6]s, value: %[7]s, effect: NoSchedule}
-`, n.nodeIP(), filepath.Join(pki, caCertFile), n.socket(), n.cgroupRoot(), n.podCIDR(), RealNodeLabel, RealNodeValue),
+`, n.nodeIP(), filepath.Join(pki, caCertFile), n.socket(), n.cgroupRoot(), n.podCIDR()),
 		"kube-proxy.yaml": fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables

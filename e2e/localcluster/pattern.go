@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -74,34 +75,36 @@ func (p *Pattern) Stop(grace time.Duration) error {
 	}
 }
 
-// Webhook is a webhook pattern prepared to run on this machine, outside the cluster: the local
-// cluster's kube-apiserver calls it by URL on 127.0.0.1, trusting a development CA.
+// Webhook is a webhook pattern prepared to run on this machine, outside the cluster: kube-apiserver
+// calls it by URL at Host (127.0.0.1 for the local cluster's; the host's address on kind's Docker
+// network for kind's), trusting a development CA.
 type Webhook struct {
 	Dir  string // ca.crt, tls.crt, tls.key from `<bin> certs`
+	Host string
 	Port string
 }
 
-// PrepareWebhook writes a development CA and a serving certificate for 127.0.0.1 into dir (with
-// the pattern's own `certs` command) and picks a free port.
-func PrepareWebhook(bin, namespace, dir string) (*Webhook, error) {
+// PrepareWebhook writes a development CA and a serving certificate for host into dir (with the
+// pattern's own `certs` command) and picks a free port.
+func PrepareWebhook(bin, namespace, dir, host string) (*Webhook, error) {
 	ports, err := freePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "certs", "--dir", dir, "--hosts", "127.0.0.1", "--force")
+	cmd := exec.Command(bin, "certs", "--dir", dir, "--hosts", host, "--force")
 	cmd.Env = append(cmd.Environ(), "KPATTERNS_NAMESPACE="+namespace)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s certs: %w: %s", bin, err, out)
 	}
-	return &Webhook{Dir: dir, Port: ports[0]}, nil
+	return &Webhook{Dir: dir, Host: host, Port: ports[0]}, nil
 }
 
 // InstallArgs are the flags of `install` that point the webhook configurations at the local port.
 func (w *Webhook) InstallArgs() []string {
-	return []string{"--webhook-url", "https://127.0.0.1:" + w.Port, "--ca-file", filepath.Join(w.Dir, "ca.crt")}
+	return []string{"--webhook-url", "https://" + net.JoinHostPort(w.Host, w.Port), "--ca-file", filepath.Join(w.Dir, "ca.crt")}
 }
 
 // RunArgs are the flags of `run` that serve there with the certificate.
 func (w *Webhook) RunArgs() []string {
-	return []string{"--webhook-host", "127.0.0.1", "--webhook-port", w.Port, "--cert-dir", w.Dir}
+	return []string{"--webhook-host", w.Host, "--webhook-port", w.Port, "--cert-dir", w.Dir}
 }

@@ -14,6 +14,11 @@
 //	cluster kind-up [--dir .cluster]            a kind cluster "kpatterns" (Docker engine from docker-up, node
 //	                                            image kindest/node or built here); writes DIR/kubeconfig
 //	cluster kind-down [--dir .cluster]          delete it, and stop the project's Docker engine
+//	cluster image-docker PATTERN [TAG]          build a pattern's image from the Dockerfile (TAG
+//	                                            kpatterns/PATTERN:dev); its bases made here where
+//	                                            they cannot be pulled (kindnode.DockerBuild)
+//	cluster kind-env                            print the exports a pattern's own e2e suite (shared/kindtest)
+//	                                            needs here: DOCKER_HOST, KIND, KIND_NODE_IMAGE, KIND_CONFIG
 //	cluster envtest                             print a directory with etcd and kube-apiserver for
 //	                                            KUBEBUILDER_ASSETS: the user's, setup-envtest's, or built
 //
@@ -46,7 +51,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|kind-up|kind-down|envtest [--dir DIR] [--node real]"))
+		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|kind-up|kind-down|image-docker|kind-env|envtest [--dir DIR] [--node real]"))
 	}
 	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/, node/")
@@ -89,13 +94,17 @@ func main() {
 		err = kindUp(context.Background(), abs)
 	case "kind-down":
 		err = kindDown(context.Background(), abs)
+	case "image-docker":
+		err = imageDocker(context.Background(), fs.Args())
+	case "kind-env":
+		err = kindExports(context.Background())
 	case "envtest":
 		var dir string
 		if dir, err = assets.Resolve(context.Background(), os.Stderr); err == nil {
 			fmt.Println(dir)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down, kind-up, kind-down or envtest)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down, kind-up, kind-down, image-docker, kind-env or envtest)", os.Args[1])
 	}
 	if err != nil {
 		fail(err)
@@ -326,6 +335,9 @@ func kindDown(ctx context.Context, dir string) error {
 	if err := cmd.Run(); err != nil {
 		return err
 	}
+	if n := killLeftovers(dir); n > 0 { // the demo's pattern processes and kwok
+		fmt.Printf("%d processes that named %s killed\n", n, dir)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -344,6 +356,65 @@ func kindEnv(ctx context.Context) ([]string, string, error) {
 	}
 	kind, err := kindnode.Binary(ctx, ".")
 	return env, kind, err
+}
+
+// kindExports prints, as shell exports, what shared/kindtest needs to create a kind cluster on
+// this machine: the engine, kind, the node image and configuration kind-up uses.
+func kindExports(ctx context.Context) error {
+	env, kind, err := kindEnv(ctx)
+	if err != nil {
+		return err
+	}
+	image, err := kindnode.Image(ctx, ".", env)
+	if err != nil {
+		return err
+	}
+	config, err := kindnode.Config()
+	if err != nil {
+		return err
+	}
+	dir, err := controlplane.CacheDir("kind")
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "kind.yaml")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		return err
+	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "DOCKER_HOST="); ok {
+			fmt.Printf("export DOCKER_HOST=%s\n", v)
+		}
+	}
+	fmt.Printf("export KIND=%s KIND_NODE_IMAGE=%s KIND_CONFIG=%s\n", kind, image, file)
+	return nil
+}
+
+// imageDocker builds a pattern's image with the Docker engine docker-up gives.
+func imageDocker(ctx context.Context, args []string) error {
+	if len(args) < 1 || len(args) > 2 {
+		return errors.New("usage: cluster image-docker PATTERN [TAG]")
+	}
+	tag := "kpatterns/" + args[0] + ":dev"
+	if len(args) == 2 {
+		tag = args[1]
+	}
+	host, err := dockerd.Up(ctx, ".")
+	if err != nil {
+		return err
+	}
+	env := os.Environ()
+	if host != "" {
+		env = append(env, "DOCKER_HOST="+host)
+	}
+	if err := kindnode.DockerBuild(ctx, ".", env, args[0], tag, os.Stderr); err != nil {
+		return err
+	}
+	fmt.Println(tag)
+	return nil
 }
 
 func kindCommand(ctx context.Context, env []string, kind string, args ...string) *exec.Cmd {

@@ -1,7 +1,8 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command demo shows the patterns on the running local cluster (go tool task demo starts it):
+// Command demo shows the patterns on the running cluster, the local one or kind's (go tool task
+// demo starts one):
 // it installs each pattern with its generated manifests, runs it in the background as its
 // ServiceAccount, and walks through what it does as a user would see it with kubectl.
 package main
@@ -9,6 +10,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -78,11 +80,13 @@ const (
 var webhookPatterns = map[string]bool{"widget": true, "deploypolicy": true, "dbpolicy": true, "podpolicy": true}
 
 type demo struct {
-	ctx        context.Context
-	dir        string // the cluster's state directory
-	kubeconfig string
-	cfg        *rest.Config
-	c          client.Client
+	ctx         context.Context
+	dir         string // the cluster's state directory
+	kubeconfig  string
+	cfg         *rest.Config
+	c           client.Client
+	kind        bool   // the cluster is kind's (kind:up), not the local one (cluster:up)
+	webhookHost string // where kube-apiserver calls the webhooks the demo serves
 }
 
 func main() {
@@ -100,7 +104,7 @@ func run() error {
 	d := &demo{ctx: context.Background(), dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
 	cfg, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("no local cluster (%v): run go tool task cluster:up", err)
+		return fmt.Errorf("no cluster (%v): run go tool task cluster:up or kind:up", err)
 	}
 	s, err := app.NewScheme(widgetv1alpha1.AddToScheme, conditionalv1alpha1.AddToScheme, summaryv1alpha1.AddToScheme,
 		childsetv1alpha1.AddToScheme, finalizersv1alpha1.AddToScheme, lifespanv1alpha1.AddToScheme)
@@ -112,12 +116,27 @@ func run() error {
 	if d.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
 		return err
 	}
+	d.webhookHost = "127.0.0.1"
+	if d.kind = onKind(dir); d.kind {
+		if err := d.prepareKind(); err != nil {
+			return err
+		}
+	}
 	step("Apply every pattern's CRDs first: kube-apiserver's admission learns a new kind on its 30 s refresh, so one wait serves them all")
 	_, crds, err := localcluster.PatternCRDs(filepath.Dir(d.dir))
 	if err != nil {
 		return err
 	}
 	if err := app.Install(d.ctx, cfg, crds, os.Stdout); err != nil {
+		return err
+	}
+	step("Namespace " + ns + " is annotated so its Pods run on kwok's node (the PodNodeSelector and PodTolerationRestriction admission plugins): the demo's workloads need no kubelet")
+	onKwok := localcluster.OnFakeNode(&corev1.Namespace{})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": onKwok.Annotations}})
+	if err != nil {
+		return err
+	}
+	if err := d.c.Patch(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
 	for _, p := range []string{"multi", "sharding-a", "sharding-b", "sharding-c"} {
@@ -141,8 +160,8 @@ The patterns keep running in the background (logs: %[1]s/logs/). Try them yourse
   kubectl -n demo-pods run shell --image=busybox --privileged        # denied by the namespace's labels
   kubectl -n demo-policy patch database demo-orders --type=merge -p '{"spec":{"version":"15.0"}}'   # denied: no downgrade
   kubectl -n %[3]s get pods -o wide; kubectl -n %[3]s logs deploy/childset   # with the real node
-Stop everything with: go tool task cluster:down
-`, d.dir, mirror.Label, deployedNS)
+Stop everything with: go tool task %[4]s
+`, d.dir, mirror.Label, deployedNS, map[bool]string{false: "cluster:down", true: "kind:down"}[d.kind])
 	return nil
 }
 
@@ -557,7 +576,7 @@ func (d *demo) deploypolicy() error {
 	if err := d.start("deploypolicy"); err != nil {
 		return err
 	}
-	if err := d.c.Create(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := d.c.Create(d.ctx, localcluster.OnFakeNode(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNS}})); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	step("Namespace " + policyNS + " sets its policy in ConfigMap " + deploypolicy.PolicyConfigMap + ": at most 3 replicas (read live on every request)")
@@ -698,7 +717,7 @@ func (d *demo) podpolicy() error {
 	const podsNS = "demo-pods"
 	step("Namespace " + podsNS + " is labelled " + podpolicy.EnforceLabel + "=true (its Pod creations go to the webhook) and " +
 		podpolicy.AllowPodsLabel + "=true; podpolicy reads it from its informer cache")
-	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podsNS}}
+	nsObj := localcluster.OnFakeNode(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podsNS}})
 	if err := d.c.Create(d.ctx, nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -841,12 +860,12 @@ func (d *demo) start(pattern string) error {
 	bin := filepath.Join(filepath.Dir(d.dir), "bin", pattern)
 	var install, run []string
 	if webhookPatterns[pattern] { // served here, called by the API server on 127.0.0.1
-		w, err := localcluster.PrepareWebhook(bin, ns, filepath.Join(d.dir, pattern+"-certs"))
+		w, err := localcluster.PrepareWebhook(bin, ns, filepath.Join(d.dir, pattern+"-certs"), d.webhookHost)
 		if err != nil {
 			return err
 		}
 		install, run = w.InstallArgs(), w.RunArgs()
-		fmt.Printf("%s certs --dir %s --hosts 127.0.0.1   # a development CA and serving certificate\n", pattern, w.Dir)
+		fmt.Printf("%s certs --dir %s --hosts %s   # a development CA and serving certificate\n", pattern, w.Dir, w.Host)
 	}
 	if err := d.install(pattern, install...); err != nil {
 		return err
@@ -1051,7 +1070,7 @@ func show(name string, fields map[string]any) {
 // hasRealNode says whether the demo's cluster runs the real node (cluster:up NODE=real, as root).
 func (d *demo) hasRealNode() bool {
 	_, err := os.Stat(filepath.Join(d.dir, "node", "index"))
-	return err == nil
+	return err == nil || d.kind
 }
 
 // buildImage builds a pattern's image for this machine in the background, as `go tool task image`
@@ -1088,13 +1107,13 @@ func (d *demo) deployed(pattern string, image <-chan error) error {
 		step("No real node in this cluster (go tool task cluster:up NODE=real, as root): the patterns ran as processes only")
 		return nil
 	}
-	step(fmt.Sprintf("%s as users run an operator: a Pod from its image on the real node %s", pattern, localcluster.RealNodeName))
+	step(fmt.Sprintf("%s as users run an operator: a Pod from its image on a node that runs containers, with no placement flags", pattern))
 	fmt.Printf("    go tool task image PATTERN=%s PLATFORMS=linux/%s   # built while the demo ran\n", pattern, runtime.GOARCH)
 	if err := <-image; err != nil {
 		return err
 	}
 	fmt.Printf("    go tool task image:load PATTERN=%s                # into the node's containerd: no registry\n", pattern)
-	if err := localcluster.LoadImages(d.ctx, d.dir, filepath.Join(filepath.Dir(d.dir), "dist", pattern+"-linux-"+runtime.GOARCH+".tar")); err != nil {
+	if err := d.loadImage(d.ctx, filepath.Join(filepath.Dir(d.dir), "dist", pattern+"-linux-"+runtime.GOARCH+".tar")); err != nil {
 		return err
 	}
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployedNS, Labels: map[string]string{
@@ -1103,9 +1122,7 @@ func (d *demo) deployed(pattern string, image <-chan error) error {
 		return err
 	}
 	d.stop(pattern) // its process: the Pod takes over
-	placement := []string{"--node-selector", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue,
-		"--tolerations", localcluster.RealNodeLabel + "=" + localcluster.RealNodeValue + ":NoSchedule"}
-	args := append([]string{"install", "--kubeconfig", d.kubeconfig, "--image", "kpatterns/" + pattern + ":dev"}, placement...)
+	args := []string{"install", "--kubeconfig", d.kubeconfig, "--image", "kpatterns/" + pattern + ":dev"}
 	fmt.Printf("    KPATTERNS_NAMESPACE=%s %s install %s\n", deployedNS, pattern, strings.Join(args[3:], " "))
 	cmd := exec.Command(filepath.Join(filepath.Dir(d.dir), "bin", pattern), args...)
 	cmd.Env = append(os.Environ(), "KPATTERNS_NAMESPACE="+deployedNS)
@@ -1162,7 +1179,7 @@ func (d *demo) sharding() error {
 	_ = d.c.DeleteAllOf(d.ctx, &corev1.Namespace{}, client.MatchingLabels{"demo": "sharding"}) // a previous run's
 	var sources []*corev1.ConfigMap
 	for range 6 {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "demo-shard-", Labels: map[string]string{"demo": "sharding"}}}
+		n := localcluster.OnFakeNode(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "demo-shard-", Labels: map[string]string{"demo": "sharding"}}})
 		if err := d.c.Create(d.ctx, n); err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@
 // the Taskfile's PATTERNS, MODULE github.com/kpatterns/kpatterns/<name>, the group and kind kept
 // unless given. With DIR outside the workspace it writes a standalone module that needs nothing
 // from this repository: what it uses of shared/ copied under internal/ (see internal/README.md
-// there), its own Taskfile (generate, lint, test, build, image), go.mod with the tools, the
+// there), its own Taskfile (generate, lint, test, e2e, build, image), go.mod with the tools, the
 // LICENSE; MODULE defaults to example.com/<name> and GROUP to <name>.example.com.
 package main
 
@@ -300,7 +300,7 @@ func Standalone(root string, o Options) error {
 		return err
 	}
 	o.defaults(true)
-	out, err := exec.Command("go", "list", "-C", root, "-deps", "-test", "-f", "{{.ImportPath}}", "./"+o.From+"/...").Output()
+	out, err := exec.Command("go", "list", "-C", root, "-deps", "-test", "-tags", "e2e", "-f", "{{.ImportPath}}", "./"+o.From+"/...").Output()
 	if err != nil {
 		return fmt.Errorf("go list %s: %w", o.From, err)
 	}
@@ -410,14 +410,15 @@ func starterGoMod(root string, o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, tool := range []string{"github.com/go-task/task/v3", "sigs.k8s.io/controller-tools"} {
+	for _, tool := range []string{"github.com/go-task/task/v3", "sigs.k8s.io/controller-tools", "sigs.k8s.io/kind"} {
 		v := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(tool) + ` (v\S+)`).FindSubmatch(tools)
 		if v == nil {
 			return fmt.Errorf("tools/go.mod requires no %s", tool)
 		}
 		steps = append(steps, []string{"mod", "edit", "-require", tool + "@" + string(v[1])})
 	}
-	steps = append(steps, []string{"mod", "edit", "-tool", "github.com/go-task/task/v3/cmd/task", "-tool", "sigs.k8s.io/controller-tools/cmd/controller-gen"},
+	steps = append(steps, []string{"mod", "edit", "-tool", "github.com/go-task/task/v3/cmd/task", "-tool", "sigs.k8s.io/controller-tools/cmd/controller-gen",
+		"-tool", "sigs.k8s.io/kind"},
 		[]string{"mod", "tidy"})
 	for _, args := range steps {
 		cmd := exec.Command("go", args...)
@@ -463,15 +464,22 @@ tasks:
         go tool controller-gen rbac:roleName=%[1]s paths=./... output:rbac:artifacts:config=config/rbac $crd $hooks
 
   lint:
-    desc: gofmt and go vet
+    desc: gofmt and go vet (the e2e suite too)
     cmds:
       - test -z "$(gofmt -l .)" || { gofmt -l .; exit 1; }
-      - go vet ./...
+      - go vet -tags e2e ./...
 
   test:
     desc: "Unit and integration tests with -race; KUBEBUILDER_ASSETS names a directory with etcd and kube-apiserver (setup-envtest use)"
     cmds:
       - go test -race -count=1 ./...
+
+  e2e:
+    desc: "The e2e suite on kind (test/e2e, where the pattern has one): image built and loaded, installed, Available, /metrics served, its job done; on failure its Pods, events and logs. A Docker engine; kind from go.mod unless KIND names one; KIND_CLUSTER reuses a cluster, KIND_NODE_IMAGE and KIND_CONFIG shape a new one"
+    cmds:
+      - |
+        [ -d test/e2e ] || { echo "e2e: no test/e2e in this pattern"; exit 0; }
+        KIND="${KIND:-$(go tool -n kind)}" go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/
 
   build:
     desc: The binary into bin/
