@@ -25,6 +25,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,7 @@ import (
 	mirror "github.com/kpatterns/kpatterns/mirror/controller"
 	podpolicy "github.com/kpatterns/kpatterns/podpolicy/webhook"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 	summaryv1 "github.com/kpatterns/kpatterns/summary/api/v1alpha1"
 	widgetv1 "github.com/kpatterns/kpatterns/widget/api/v1alpha1"
@@ -118,6 +120,7 @@ func TestDeployed(t *testing.T) {
 		f = f.Assess(p+" runs as a Pod on the real node and does its job", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := fastClient(t, cfg) // the load of the rolling restarts is not throttled on this side
 			rendered := deploy(ctx, t, cfg, p, deployExtra[p]...)
+			secretScope(ctx, t, c, p)
 			deployedBehaviour[p](ctx, t, c, work)
 			if restart, ok := duringRollingRestart[p]; ok {
 				restart(ctx, t, c, work)
@@ -128,6 +131,32 @@ func TestDeployed(t *testing.T) {
 	}
 	testEnv.Test(t, f.Feature())
 }
+
+// secretScope checks, with the API server's authorizer, that a deployed pattern's ServiceAccount
+// cannot list the Secrets of its namespace (but secretWatchers), and that a webhook pattern (--certs=self) can list and
+// watch its own certificate's Secret by name, as its cert rotation does.
+func secretScope(ctx context.Context, t *testing.T, c client.Client, p string) {
+	t.Helper()
+	allowed := func(verb, name string) bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + deployedNamespace + ":" + p,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: deployedNamespace, Verb: verb, Resource: "secrets", Name: name}}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	if !secretWatchers[p] && (allowed("list", "") || allowed("watch", "")) {
+		t.Errorf("%s's ServiceAccount may list or watch every Secret of %s", p, deployedNamespace)
+	}
+	if webhookPatterns[p] && (!allowed("list", app.WebhookSecretName(p)) || !allowed("watch", app.WebhookSecretName(p))) {
+		t.Errorf("%s's ServiceAccount may not list and watch its certificate's Secret %s by name", p, app.WebhookSecretName(p))
+	}
+}
+
+// secretWatchers list and watch Secrets by design: reloader rolls workloads when data they read in
+// a Secret changes, and multi runs reloader's controller.
+var secretWatchers = map[string]bool{"reloader": true, "multi": true}
 
 // deployImages is closed once the patterns' image archives for the real node are built, or failed
 // to build: buildPatterns starts the build, which then runs while the tests before TestDeployed do.

@@ -273,15 +273,18 @@ func (c *Cluster) KwokPID() int {
 	return 0
 }
 
-// AddFakeNode runs kwok's fake node beside the nodes of another cluster (kind's), as the local
-// cluster runs it, and labels and taints those nodes as the local cluster's real node: so the
-// e2e suite's workloads that only need Running Pods go to the fake node there too, and the
-// patterns' own Pods, placed as on the real node, to the nodes that run containers. Stop the
-// returned Cluster to stop kwok (the nodes stay as they are: the cluster goes with them).
+// AddFakeNode runs kwok's fake node (tainted) beside the nodes of another cluster (kind's), as the
+// local cluster runs it, and labels those nodes as the local cluster's real node: so workloads in
+// namespaces OnFakeNode annotates go to the fake node there too, and the patterns' own Pods to the
+// nodes that run containers. kwok comes from the control plane's cache, or is built alone. Stop
+// the returned Cluster to stop kwok (the nodes stay as they are: the cluster goes with them).
 func AddFakeNode(ctx context.Context, kubeconfig, dir string) (*Cluster, error) {
-	assets, err := controlplane.Ensure(ctx, "kwok")
-	if err != nil {
-		return nil, err
+	assets, ok := controlplane.Cached(controlplane.ControlPlane) // kwok built with the rest, or alone
+	if !ok {
+		var err error
+		if assets, err = controlplane.EnsureSet(ctx, controlplane.Kwok); err != nil {
+			return nil, err
+		}
 	}
 	c := &Cluster{Dir: dir, Kubeconfig: kubeconfig}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {

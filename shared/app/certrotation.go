@@ -7,13 +7,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -59,10 +62,11 @@ func certsMode(o Options) (string, error) {
 }
 
 // certObjects are what a mode needs besides the Secret's mount: for self, the Secret (empty until
-// the pattern fills it) and the RBAC cert-controller needs — get and update of that Secret and of
-// the pattern's webhook configurations (resources) by name, and list and watch, which
-// cert-controller's cache does without a name (in the operator namespace for Secrets); for
-// cert-manager, an Issuer and a Certificate.
+// the pattern fills it) and the RBAC cert-controller needs — get, update, list and watch of that
+// Secret by name (its cache lists and watches with a field selector on the name: see
+// AddCertRotator), so the pattern can read no other Secret; get and update of the pattern's
+// webhook configurations by name, and list and watch of them, which cert-controller's cache does
+// without a name; for cert-manager, an Issuer and a Certificate.
 func certObjects(p Pattern, o Options, mode string, labels map[string]string, resources []string) []client.Object {
 	name := "kpatterns-" + p.Name
 	meta := func(ns, n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n, Namespace: ns, Labels: labels} }
@@ -75,8 +79,8 @@ func certObjects(p Pattern, o Options, mode string, labels map[string]string, re
 		return []client.Object{
 			&corev1.Secret{ObjectMeta: meta(o.Namespace, WebhookSecretName(p.Name))},
 			&rbacv1.Role{ObjectMeta: meta(o.Namespace, certs), Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{WebhookSecretName(p.Name)}, Verbs: []string{"get", "update"}},
-				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{WebhookSecretName(p.Name)},
+					Verbs: []string{"get", "list", "watch", "update"}},
 			}},
 			&rbacv1.RoleBinding{ObjectMeta: meta(o.Namespace, certs), Subjects: subjects,
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: certs}},
@@ -158,8 +162,9 @@ func AddCertRotator(mgr manager.Manager, p Pattern, o RunOptions) error {
 		hooks = append(hooks, rotator.WebhookInfo{Name: "kpatterns-" + p.Name, Type: rotator.Validating})
 	}
 	host := ServiceHost(p.Name, o.Namespace)
-	return rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: WebhookSecretName(p.Name)},
+	secret := types.NamespacedName{Namespace: o.Namespace, Name: WebhookSecretName(p.Name)}
+	return rotator.AddRotator(secretScoped{Manager: mgr, cfg: scopeSecretLists(mgr.GetConfig(), secret)}, &rotator.CertRotator{
+		SecretKey:      secret,
 		CertDir:        o.CertDir,
 		CAName:         "kpatterns-" + p.Name + "-ca",
 		CAOrganization: "kpatterns",
@@ -171,3 +176,39 @@ func AddCertRotator(mgr manager.Manager, p Pattern, o RunOptions) error {
 		ControllerName: "kpatterns-" + p.Name + "-certs",
 	})
 }
+
+// secretScoped is the manager as cert-controller sees it: the same manager, but a rest.Config
+// whose list and watch requests for the operator namespace's Secrets name the pattern's own
+// Secret in a field selector. cert-controller (v0.16) builds its cache from mgr.GetConfig() with
+// no per-kind options, and would otherwise list every Secret of the namespace; with the selector,
+// RBAC's resourceNames authorizes its list and watch, and the pattern can read no other Secret.
+type secretScoped struct {
+	manager.Manager
+	cfg *rest.Config
+}
+
+func (m secretScoped) GetConfig() *rest.Config { return m.cfg }
+
+// scopeSecretLists returns a copy of cfg whose collection GETs (list, watch) of key's namespace's
+// Secrets carry fieldSelector=metadata.name=<key.Name>, unless they have a field selector.
+func scopeSecretLists(cfg *rest.Config, key types.NamespacedName) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	selector := fields.OneTermEqualSelector(metav1.ObjectNameField, key.Name).String()
+	path := "/api/v1/namespaces/" + key.Namespace + "/secrets"
+	c.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && r.URL.Path == path && !r.URL.Query().Has("fieldSelector") {
+				r = r.Clone(r.Context())
+				q := r.URL.Query()
+				q.Set("fieldSelector", selector)
+				r.URL.RawQuery = q.Encode()
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	return c
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -206,8 +206,8 @@ func TestCertificateSources(t *testing.T) {
 	}
 	role := self["Role/kpatterns-gadget-certs"].(*rbacv1.Role)
 	wantRole := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"gadget-webhook-tls"}, Verbs: []string{"get", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
+		// its own Secret only: list and watch too, with a field selector on the name
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"gadget-webhook-tls"}, Verbs: []string{"get", "list", "watch", "update"}},
 	}
 	if d := cmp.Diff(wantRole, role.Rules); d != "" {
 		t.Errorf("self: Role (-want +got):\n%s", d)

@@ -74,6 +74,33 @@ var ControlPlane = Set{
 	},
 }
 
+// Kwok is kwok alone, from the same module: what a kind cluster needs beside its own control plane
+// (a fake node), without compiling Kubernetes' components first.
+var Kwok = Set{
+	Name: "kwok", Modules: []string{"tools/controlplane"}, Binaries: []string{"kwok"},
+	Build: func(ctx context.Context, b *Builder) error {
+		return b.Go(ctx, "kwok", "tools/controlplane", nil, "build", "-trimpath", "-o", b.Path("kwok"), "sigs.k8s.io/kwok/cmd/kwok")
+	},
+}
+
+// Cached returns s's cache directory and true if it is complete, building nothing.
+func Cached(s Set) (string, bool) {
+	root, err := findRoot(s)
+	if err != nil {
+		return "", false
+	}
+	key, err := versionKey(root, s)
+	if err != nil {
+		return "", false
+	}
+	cache, err := cacheRoot()
+	if err != nil {
+		return "", false
+	}
+	dir := filepath.Join(cache, key)
+	return dir, holds(dir, s.Binaries)
+}
+
 // Ensure returns a directory holding the binaries named in need (every one of Binaries if none
 // is named), building the ControlPlane set if this version is not cached yet. KUBEBUILDER_ASSETS,
 // when it names a directory that holds every needed binary, is used as it is (for a pattern copied
