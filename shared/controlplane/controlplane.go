@@ -85,20 +85,24 @@ var Kwok = Set{
 
 // Cached returns s's cache directory and true if it is complete, building nothing.
 func Cached(s Set) (string, bool) {
-	root, err := findRoot(s)
-	if err != nil {
-		return "", false
+	_, dir, err := setDir(s)
+	return dir, err == nil && holds(dir, s.Binaries)
+}
+
+// setDir returns the repository root s builds in and the cache directory of s's version.
+func setDir(s Set) (root, dir string, err error) {
+	if root, err = findRoot(s); err != nil {
+		return "", "", err
 	}
 	key, err := versionKey(root, s)
 	if err != nil {
-		return "", false
+		return "", "", err
 	}
 	cache, err := cacheRoot()
 	if err != nil {
-		return "", false
+		return "", "", err
 	}
-	dir := filepath.Join(cache, key)
-	return dir, holds(dir, s.Binaries)
+	return root, filepath.Join(cache, key), nil
 }
 
 // Ensure returns a directory holding the binaries named in need (every one of Binaries if none
@@ -119,19 +123,11 @@ func Ensure(ctx context.Context, need ...string) (string, error) {
 // complete. Several processes may ask at once: one builds under an exclusive file lock while the
 // others wait, and the directory appears whole by rename.
 func EnsureSet(ctx context.Context, s Set) (string, error) {
-	root, err := findRoot(s)
+	root, dir, err := setDir(s)
 	if err != nil {
 		return "", err
 	}
-	key, err := versionKey(root, s)
-	if err != nil {
-		return "", err
-	}
-	cache, err := cacheRoot()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(cache, key)
+	cache, key := filepath.Dir(dir), filepath.Base(dir)
 	if holds(dir, s.Binaries) {
 		return dir, nil
 	}
