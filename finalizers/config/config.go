@@ -19,4 +19,5 @@ import (
 var FS embed.FS
 
 // Pattern is what `manifests` and `install` render (and app.Compose composes).
-var Pattern = app.Pattern{Name: controller.Name, Config: FS}
+// External calls wait on the network, not on this process: four workers by default.
+var Pattern = app.Pattern{Name: controller.Name, Config: FS, Workers: 4}

@@ -119,9 +119,7 @@ func Setup(mgr ctrl.Manager, p provider.Provider, o Options) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.PostgresDatabase{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted, pauseChanged))).
 		Watches(&v1alpha1.PostgresDatabase{}, handler.Funcs{DeleteFunc: r.deletedHoldingFinalizer}).
-		WithOptions(controller.Options{
-			// External calls wait on the network, not on this process: a few run at once.
-			MaxConcurrentReconciles: 4,
+		WithOptions(controller.Options{ // workers: run --max-concurrent-reconciles (4 by default)
 			// A failed call is retried per object with exponential backoff (50 ms doubling to 5 min);
 			// all retries together are held to 50/s so a failing server is not stormed.
 			RateLimiter: workqueue.NewTypedMaxOfRateLimiter(

@@ -33,6 +33,8 @@ type Pattern struct {
 	// AdmissionOnly: the pattern has webhooks and no controller, so it needs no leader election:
 	// every replica serves, and no Lease or leader-election Role is rendered.
 	AdmissionOnly bool
+	// Workers is the default of `run --max-concurrent-reconciles` (0: 1, controller-runtime's).
+	Workers int
 }
 
 // RunFunc is a pattern's `run`: it builds the manager on cfg (the kubeconfig's, impersonating the
@@ -156,7 +158,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.DurationVar(&r.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits before taking over a Lease its leader stopped renewing")
 		fs.DurationVar(&r.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leadership")
 		fs.DurationVar(&r.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
-		fs.IntVar(&r.Workers, "max-concurrent-reconciles", 1, "reconcile workers of each controller (distinct objects are reconciled in parallel; one object never is)")
+		fs.IntVar(&r.Workers, "max-concurrent-reconciles", max(p.Workers, 1), "reconcile workers of each controller (distinct objects are reconciled in parallel; one object never is)")
 		fs.StringVar(&r.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (kubebuilder's default)")
 		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics, HTTPS unless --metrics-secure=false (0 disables; kubebuilder's default)")
 		fs.StringVar(&r.PprofAddr, "pprof-bind-address", "0", "address of /debug/pprof, plain HTTP without authentication: a loopback address such as 127.0.0.1:6060 (0 disables)")

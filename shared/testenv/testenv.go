@@ -232,6 +232,9 @@ func (e *Env) NewManager(t testing.TB, o app.RunOptions) manager.Manager {
 	wh := e.env.WebhookInstallOptions
 	o.Namespace = Namespace
 	o.ProbeAddr, o.MetricsAddr = "0", "0"
+	if o.Workers == 0 { // run's default
+		o.Workers = e.Pattern.Workers
+	}
 	o.WebhookHost, o.WebhookPort, o.CertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
 	opts, err := app.ManagerOptions(e.Pattern.Pattern, o)
 	if err != nil {

@@ -37,8 +37,7 @@ const (
 // +kubebuilder:webhook:path=/mutate-patterns-kpatterns-dev-v1alpha1-widget,mutating=true,failurePolicy=fail,sideEffects=None,groups=patterns.kpatterns.dev,resources=widgets,verbs=create;update,versions=v1alpha1,name=mutate.widget.patterns.kpatterns.dev,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-patterns-kpatterns-dev-v1alpha1-widget,mutating=false,failurePolicy=fail,sideEffects=None,groups=patterns.kpatterns.dev,resources=widgets,verbs=create;update,versions=v1alpha1,name=validate.widget.patterns.kpatterns.dev,admissionReviewVersions=v1,timeoutSeconds=5
 // The live GET of widget-policy needs no rule of its own: the controller's get on ConfigMaps
-// (widget.go) covers it. A resourceNames rule here was redundant — the least-privilege run
-// (`go tool task chaos`) found no test that failed without it.
+// (widget.go) covers it (docs/least-privilege.md shows which test needs each rule).
 
 // SetupWebhooks registers the Widget's typed admission handlers on the manager's webhook server,
 // at the paths controller-runtime derives from the type — those of the markers above.
