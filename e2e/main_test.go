@@ -31,6 +31,7 @@ import (
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
 	"github.com/kpatterns/kpatterns/e2e/kindnode"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
+	"github.com/kpatterns/kpatterns/e2e/workspace"
 )
 
 var (
@@ -50,8 +51,8 @@ var (
 // operatorNamespace is where patterns are installed and run.
 const operatorNamespace = "default"
 
-// patterns are the binaries the suite runs.
-var patterns = []string{"mirror", "widget", "conditional", "reloader", "summary", "deploypolicy", "dbpolicy", "podpolicy", "childset", "finalizers", "lifespan", "multi", "sharding"}
+// patterns are the binaries the suite runs: the repository's, from go.work (TestMain).
+var patterns []string
 
 // webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
 // on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).
@@ -68,6 +69,11 @@ func TestMain(m *testing.M) {
 	name := clusterName
 	logs = filepath.Join(os.TempDir(), name+"-logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	var err error
+	if patterns, err = workspace.Patterns(root); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}

@@ -51,6 +51,7 @@ import (
 	dbpolicy "github.com/kpatterns/kpatterns/dbpolicy/webhook"
 	deploypolicy "github.com/kpatterns/kpatterns/deploypolicy/webhook"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
+	"github.com/kpatterns/kpatterns/e2e/workspace"
 	finalizersv1alpha1 "github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	finalizers "github.com/kpatterns/kpatterns/finalizers/controller"
 	"github.com/kpatterns/kpatterns/finalizers/provider"
@@ -78,6 +79,12 @@ const (
 
 // webhookPatterns serve admission webhooks.
 var webhookPatterns = map[string]bool{"widget": true, "deploypolicy": true, "dbpolicy": true, "podpolicy": true}
+
+// scene is one pattern's part of the demo (pattern "": one that shows several).
+type scene struct {
+	pattern string
+	show    func() error
+}
 
 type demo struct {
 	ctx         context.Context
@@ -143,9 +150,21 @@ func run() error {
 		d.stop(p) // a previous run's: the three patterns run on their own first, mirror alone
 	}
 	image := d.buildImage("childset") // for the last part, while the others run
-	for _, part := range []func() error{d.mirror, d.widget, d.conditional, d.reloader, d.summary, d.childset, d.finalizers, d.lifespan, d.deploypolicy, d.dbpolicy, d.podpolicy, d.multi, d.sharding,
-		func() error { return d.deployed("childset", image) }} {
-		if err := part(); err != nil {
+	scenes := []scene{{"mirror", d.mirror}, {"widget", d.widget}, {"conditional", d.conditional}, {"reloader", d.reloader}, {"summary", d.summary},
+		{"childset", d.childset}, {"finalizers", d.finalizers}, {"lifespan", d.lifespan}, {"deploypolicy", d.deploypolicy},
+		{"dbpolicy", d.dbpolicy}, {"podpolicy", d.podpolicy}, {"multi", d.multi}, {"sharding", d.sharding},
+		{"", func() error { return d.deployed("childset", image) }}}
+	all, err := workspace.Patterns(filepath.Dir(d.dir))
+	if err != nil {
+		return err
+	}
+	for _, p := range all { // go.work's list: a new pattern needs its scene here
+		if !slices.ContainsFunc(scenes, func(s scene) bool { return s.pattern == p }) {
+			return fmt.Errorf("pattern %s has no scene in the demo", p)
+		}
+	}
+	for _, s := range scenes {
+		if err := s.show(); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,8 @@
 
 // Command doccheck fails when a document names something the repository does not have: an
 // environment variable KPATTERNS_* that no code or script reads, a `go tool task <target>` the
-// Taskfile lacks, a relative link to a missing file, or a Go file without the license header.
+// Taskfile lacks, a relative link to a missing file, a Go file without the license header, or a
+// README pattern table that is not go.work's list of patterns.
 // `go tool task lint` runs it from the repository root:
 //
 //	go run ./e2e/cmd/doccheck .
@@ -22,6 +23,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kpatterns/kpatterns/e2e/workspace"
 )
 
 // self is this command's directory: the names its tests plant are no code's.
@@ -35,6 +38,7 @@ var (
 	taskRef  = regexp.MustCompile("go tool task ([a-z][a-z0-9:-]*)")
 	linkRef  = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
 	external = regexp.MustCompile(`^[a-z]+:`)
+	tableRow = regexp.MustCompile(`^\| \[([a-z0-9]+)\]\(([a-z0-9]+)/README\.md\) \|`)
 )
 
 func main() {
@@ -119,6 +123,13 @@ func Check(root string) ([]string, error) {
 			}
 		}
 	}
+	if _, err := os.Stat(filepath.Join(root, "go.work")); err == nil {
+		tableProblems, err := patternTable(root)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, tableProblems...)
+	}
 	for _, f := range goFiles {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
@@ -126,6 +137,36 @@ func Check(root string) ([]string, error) {
 		}
 		if !bytes.Contains(b[:min(len(b), 512)], []byte(Header)) { // controller-gen puts it below //go:build
 			problems = append(problems, fmt.Sprintf("%s:1: no license header (%q, as hack/boilerplate.go.txt)", f, Header))
+		}
+	}
+	return problems, nil
+}
+
+// patternTable checks that README.md's pattern table lists go.work's patterns, each once.
+func patternTable(root string) ([]string, error) {
+	patterns, err := workspace.Patterns(root)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	listed := map[string]bool{}
+	for i, line := range strings.Split(string(b), "\n") {
+		m := tableRow.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if !slices.Contains(patterns, m[1]) || m[1] != m[2] || listed[m[1]] {
+			problems = append(problems, fmt.Sprintf("README.md:%d: %s in the pattern table is not a pattern of go.work (or is listed twice)", i+1, m[1]))
+		}
+		listed[m[1]] = true
+	}
+	for _, p := range patterns {
+		if !listed[p] {
+			problems = append(problems, fmt.Sprintf("README.md: pattern %s (go.work) is missing from the pattern table", p))
 		}
 	}
 	return problems, nil

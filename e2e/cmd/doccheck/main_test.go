@@ -34,7 +34,11 @@ func TestPlantedNamesFail(t *testing.T) {
 		"`KPATTERNS_BENCH_OUT=docs/x.md go tool task test` and `go tool task cluster:up`, [page](docs/page.md#top), [web](https://example.com)",
 		"`KPATTERNS_4.9× (mirror)_OUT` and `go tool task bench`",
 		"[gone](docs/gone.md)",
+		"| [alpha](alpha/README.md) | one |",
+		"| [gamma](gamma/README.md) | not in go.work |",
 	}, "\n"))
+	write(t, root, "alpha/README.md", "# alpha\n")
+	write(t, root, "go.work", "go 1.26\n\nuse (\n\t./alpha\n\t./beta\n\t./shared\n)\n")
 	problems, err := Check(root)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +47,9 @@ func TestPlantedNamesFail(t *testing.T) {
 		"README.md:2: KPATTERNS_4 is read by no code or script",
 		"README.md:2: go tool task bench: no such task in Taskfile.yml",
 		"README.md:3: link to docs/gone.md: no such file",
+		"README.md:5: link to gamma/README.md: no such file",
+		"README.md:5: gamma in the pattern table is not a pattern of go.work (or is listed twice)",
+		"README.md: pattern beta (go.work) is missing from the pattern table",
 		`bad.go:1: no license header ("` + Header + `", as hack/boilerplate.go.txt)`,
 	}
 	if !slices.Equal(want, problems) {

@@ -10,9 +10,9 @@
 // annotations), the kind of a pattern's CRD, and the README title, and regenerates config/ (CRDs,
 // RBAC, webhooks) with controller-gen. FROM defaults to mirror.
 //
-// Inside the workspace (DIR unset: ./<name>) the copy becomes a module of it: added to go.work and
-// the Taskfile's PATTERNS, MODULE github.com/kpatterns/kpatterns/<name>, the group and kind kept
-// unless given. With DIR outside the workspace it writes a standalone module that needs nothing
+// Inside the workspace (DIR unset: ./<name>) the copy becomes a module of it: added to go.work (the
+// one list of patterns: the Taskfile and the e2e suite read it), MODULE
+// github.com/kpatterns/kpatterns/<name>, the group and kind kept unless given. With DIR outside the workspace it writes a standalone module that needs nothing
 // from this repository: what it uses of shared/ copied under internal/ (see internal/README.md
 // there), its own Taskfile (generate, lint, test, e2e, build, image), go.mod with the tools, the
 // LICENSE; MODULE defaults to example.com/<name> and GROUP to <name>.example.com.
@@ -120,9 +120,6 @@ func New(root string, o Options) error {
 		return err
 	}
 	if err := copyPattern(src, dst, rename, name, from); err != nil {
-		return err
-	}
-	if err := addToTaskfile(filepath.Join(root, "Taskfile.yml"), name); err != nil {
 		return err
 	}
 	if err := gofmt(dst); err != nil {
@@ -262,19 +259,6 @@ func copyPattern(src, dst string, rename *strings.Replacer, name, from string) e
 		}
 		return os.WriteFile(target, []byte(rename.Replace(s)), 0o644)
 	})
-}
-
-// addToTaskfile appends name to the PATTERNS variable, so generate, lint and test include it.
-func addToTaskfile(path, name string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	patterns := regexp.MustCompile(`(?m)^(  PATTERNS: .*)$`)
-	if !patterns.Match(b) {
-		return fmt.Errorf("%s has no PATTERNS variable", path)
-	}
-	return os.WriteFile(path, patterns.ReplaceAll(b, []byte("${1} "+name)), 0o644)
 }
 
 // generate is the controller-gen command line of `go tool task generate` for one pattern in dir
