@@ -150,13 +150,13 @@ var benchCases = []benchCase{
 		converged: observed(childsetv1alpha1.GroupVersion.WithKind("BundleList"))},
 	{pattern: "finalizers",
 		create: func(ctx context.Context, c client.Client, ns string, i int) error {
-			if i == 0 { // the server's Secret (objects created before it wait for it with backoff)
-				if err := createPgAdminSecret(ctx, c, ns, "127.0.0.1"); err != nil {
+			if i == 0 { // the server (objects created before it wait for it with backoff)
+				if err := createPostgresServer(ctx, c, operatorNamespace, ns, "127.0.0.1"); err != nil {
 					return err
 				}
 			}
 			return c.Create(ctx, &finalizersv1alpha1.PostgresDatabase{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("r-%04d", i), Namespace: ns},
-				Spec: finalizersv1alpha1.PostgresDatabaseSpec{ConnectionSecret: "pg-admin", Database: fmt.Sprintf("bench_%04d", i), Role: fmt.Sprintf("bench_%04d", i)}})
+				Spec: finalizersv1alpha1.PostgresDatabaseSpec{ServerName: ns, Database: fmt.Sprintf("bench_%04d", i), Role: fmt.Sprintf("bench_%04d", i)}})
 		},
 		kind:      finalizersv1alpha1.GroupVersion.WithKind("PostgresDatabaseList"),
 		converged: ready(finalizersv1alpha1.GroupVersion.WithKind("PostgresDatabaseList")),

@@ -626,7 +626,7 @@ var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c cli
 		})
 	},
 	"finalizers": func(ctx context.Context, t *testing.T, c client.Client, work string) {
-		pgAdminSecret(ctx, t, c, work, hostIPForPods(t)) // the Pod reaches the host's server there
+		serverObject(ctx, t, c, deployedNamespace, work, hostIPForPods(t)) // the Pod reaches the host's server there
 		db := pgDatabase(work, "deployed")
 		if err := c.Create(ctx, db); err != nil {
 			t.Fatal(err)

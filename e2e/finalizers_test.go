@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,21 +101,34 @@ func removePostgres(ctx context.Context, _ *envconf.Config) (context.Context, er
 	return ctx, pgServer.Remove()
 }
 
-// pgAdminSecret creates the Secret pg-admin in ns: the suite's server as its superuser, at host.
-func pgAdminSecret(ctx context.Context, t testing.TB, c client.Client, ns, host string) {
+// serverObject creates, for the test, the PostgresServer name (pgDatabase names it after the
+// objects' namespace) and its Secret pg-<name> in the operator namespace opns: the suite's server
+// as its superuser, at host.
+func serverObject(ctx context.Context, t testing.TB, c client.Client, opns, name, host string) {
 	t.Helper()
-	if err := createPgAdminSecret(ctx, c, ns, host); err != nil {
+	if err := createPostgresServer(ctx, c, opns, name, host); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &v1alpha1.PostgresServer{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		_ = c.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-" + name, Namespace: opns}})
+	})
 }
 
-func createPgAdminSecret(ctx context.Context, c client.Client, ns, host string) error {
+// createPostgresServer makes the PostgresServer name and its Secret, the Secret anew: a server of
+// an earlier run had another password.
+func createPostgresServer(ctx context.Context, c client.Client, opns, name, host string) error {
 	pg, err := startPostgres()
 	if err != nil {
 		return err
 	}
-	return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-admin", Namespace: ns}, StringData: map[string]string{
-		"host": host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}})
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-" + name, Namespace: opns}, StringData: map[string]string{
+		"host": host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}}
+	if err := client.IgnoreNotFound(c.Delete(ctx, s)); err != nil {
+		return err
+	}
+	return errors.Join(c.Create(ctx, s), client.IgnoreAlreadyExists(c.Create(ctx,
+		&v1alpha1.PostgresServer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.PostgresServerSpec{ConnectionSecret: s.Name}})))
 }
 
 // logLines counts the lines of the log at path that contain any of texts.
@@ -133,11 +147,12 @@ func logLines(t testing.TB, path string, texts ...string) int {
 	return n
 }
 
-// pgDatabase is a PostgresDatabase in ns through pg-admin, for database and role named after it.
+// pgDatabase is a PostgresDatabase in ns on the PostgresServer named ns, for database and role
+// named after it.
 func pgDatabase(ns, name string) *v1alpha1.PostgresDatabase {
 	n := "e2e_" + strings.ReplaceAll(name, "-", "_")
 	return &v1alpha1.PostgresDatabase{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.PostgresDatabaseSpec{ConnectionSecret: "pg-admin", Database: n, Role: n}}
+		Spec: v1alpha1.PostgresDatabaseSpec{ServerName: ns, Database: n, Role: n}}
 }
 
 // ownedIn lists what carries the pattern's ownership tag for objects of namespace ns.
@@ -173,7 +188,7 @@ func TestFinalizersUnderFaults(t *testing.T) {
 		})
 	f = withPattern(f, "finalizers", ns, "--sweep-interval", "1h").
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			pgAdminSecret(ctx, t, clientFor(t, cfg), ns, "127.0.0.1")
+			serverObject(ctx, t, clientFor(t, cfg), operatorNamespace, ns, "127.0.0.1")
 			return ctx
 		}).
 		Assess("200 create/delete cycles with PostgreSQL stopped for 20 s leave nothing behind", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -268,7 +283,7 @@ func TestFinalizersUnderFaults(t *testing.T) {
 				}
 				dbs = append(dbs, db)
 			}
-			keep := pgDatabase(ns, "keep") // still there: the sweep reaches the server through its Secret
+			keep := pgDatabase(ns, "keep") // still there: the sweep reaches the server through its PostgresServer
 			if err := c.Create(ctx, keep); err != nil {
 				t.Fatal(err)
 			}

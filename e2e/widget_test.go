@@ -10,9 +10,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -58,6 +60,37 @@ func TestWidget(t *testing.T) {
 			}
 			w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "outlaw", Namespace: ns}, Spec: v1alpha1.WidgetSpec{Image: "busybox:1.36"}}
 			testenv.Denied(t, c.Create(ctx, w), "is not allowed by ConfigMap widget-policy")
+			return ctx
+		}).
+		Assess("the cluster's view and edit roles take in the Widget roles: a viewer lists, an editor creates", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			as := map[string]client.Client{}
+			for user, role := range map[string]string{"e2e-viewer": "view", "e2e-editor": "edit"} {
+				if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+					Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+					RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}}); err != nil {
+					t.Fatal(err)
+				}
+				rc := rest.CopyConfig(cfg.Client().RESTConfig())
+				rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+				uc, err := client.New(rc, client.Options{Scheme: scheme})
+				if err != nil {
+					t.Fatal(err)
+				}
+				as[user] = uc
+			}
+			w := func() *v1alpha1.Widget {
+				return &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "by-a-user", Namespace: ns}, Spec: v1alpha1.WidgetSpec{Image: "nginx:1.27"}}
+			}
+			// kube-controller-manager's clusterrole-aggregation controller copies the rules in.
+			waitFor(t, "the viewer lists Widgets, the editor creates one (dry run)", func(ctx context.Context) (bool, error) {
+				listed := as["e2e-viewer"].List(ctx, &v1alpha1.WidgetList{}, client.InNamespace(ns))
+				created := as["e2e-editor"].Create(ctx, w(), client.DryRunAll)
+				return listed == nil && created == nil, nil
+			})
+			if err := as["e2e-viewer"].Create(ctx, w(), client.DryRunAll); !apierrors.IsForbidden(err) {
+				t.Errorf("the viewer creating a Widget: %v, want forbidden", err)
+			}
 			return ctx
 		}).
 		Assess("deleting the Widget garbage-collects its children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

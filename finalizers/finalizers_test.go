@@ -28,8 +28,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,34 +64,40 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	p := testenv.Pattern{Pattern: config.Pattern, AddToScheme: v1alpha1.AddToScheme, NewManager: newManager, Setup: func(mgr manager.Manager) error {
-		return controller.Setup(mgr, provider.NewPostgres(), controller.Options{SweepInterval: time.Minute})
+		return controller.Setup(mgr, provider.NewPostgres(), controller.Options{SweepInterval: time.Minute, Namespace: testenv.Namespace})
 	}}
 	testenv.Main(m, p, func(e *testenv.Env) {
 		env = e
 		e.AtExit(func() { admin.Close(); _ = pg.Remove() })
+		if err := createServer(); err != nil {
+			fmt.Fprintln(os.Stderr, "PostgresServer:", err)
+			os.Exit(1)
+		}
 	})
 }
 
 // prefix turns a test namespace into a prefix of database and role names.
 func prefix(ns string) string { return strings.ReplaceAll(ns, "-", "_") + "_" }
 
-// newDB is a PostgresDatabase named name in ns, for database and role <ns>_<name>, through the
-// namespace's connection Secret (connSecret makes it).
+// server is the PostgresServer every test's objects name (createServer makes it).
+const server = "pg"
+
+// newDB is a PostgresDatabase named name in ns, for database and role <ns>_<name>, on server.
 func newDB(ns, name string) *v1alpha1.PostgresDatabase {
 	n := prefix(ns) + name
 	return &v1alpha1.PostgresDatabase{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.PostgresDatabaseSpec{ConnectionSecret: "pg-admin", Database: n, Role: n + "_owner", ConnectionLimit: ptr.To[int32](5),
+		Spec: v1alpha1.PostgresDatabaseSpec{ServerName: server, Database: n, Role: n + "_owner", ConnectionLimit: ptr.To[int32](5),
 			PollInterval: &metav1.Duration{Duration: 10 * time.Second}}}
 }
 
-// connSecret creates the namespace's Secret pg-admin: the server's superuser.
-func connSecret(t *testing.T, ns string) {
-	t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-admin", Namespace: ns}, StringData: map[string]string{
+// createServer creates the PostgresServer server and its Secret pg-admin in the operator
+// namespace: the server's superuser.
+func createServer() error {
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-admin", Namespace: testenv.Namespace}, StringData: map[string]string{
 		"host": pg.Host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}}
-	if err := env.Client.Create(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
+	return errors.Join(env.Client.Create(ctx, s), env.Client.Create(ctx, &v1alpha1.PostgresServer{
+		ObjectMeta: metav1.ObjectMeta{Name: server}, Spec: v1alpha1.PostgresServerSpec{ConnectionSecret: s.Name}}))
 }
 
 func adminConn() provider.Conn {
@@ -156,7 +164,7 @@ func newProvider(t *testing.T) *provider.Postgres {
 func runWith(t *testing.T, ns string, p provider.Provider) manager.Manager {
 	t.Helper()
 	return env.ManagerWith(t, func(mgr manager.Manager) error {
-		return controller.Setup(mgr, p, controller.Options{SweepInterval: time.Hour})
+		return controller.Setup(mgr, p, controller.Options{SweepInterval: time.Hour, Namespace: testenv.Namespace})
 	}, ns)
 }
 
@@ -290,7 +298,6 @@ func (c *counting) SetPassword(ctx context.Context, w provider.Want) error {
 // tagged, the role's login in the credentials Secret (and working); dropped on delete.
 func TestCreateAndDelete(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	p := newCounting(t, ns)
 	runWith(t, ns, p)
 	ctx := context.Background()
@@ -325,12 +332,65 @@ func TestCreateAndDelete(t *testing.T) {
 	}
 }
 
+// A user who may create PostgresDatabases in a namespace but not read its Secrets cannot make the
+// controller use one of them: the field that named a Secret is gone (a strict request naming it is
+// refused), a Secret named as if it were a server is not read, and a PostgresServer's Secret is
+// read from the operator namespace only, never from the object's.
+func TestCredentialsComeOnlyFromServers(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	login := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "admin-pg", Namespace: ns}, StringData: map[string]string{ // a working superuser login
+		"host": pg.Host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}}
+	writer := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pgdb-writer", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"postgresdatabases"}, Verbs: []string{"get", "create"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice", Namespace: ns},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: writer.Name}}
+	beside := &v1alpha1.PostgresServer{ObjectMeta: metav1.ObjectMeta{Name: ns + "-beside"}, Spec: v1alpha1.PostgresServerSpec{ConnectionSecret: login.Name}}
+	create(t, login, writer, binding, beside)
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), beside) })
+	cfg := rest.CopyConfig(env.Admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice"}
+	alice, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Get(ctx, client.ObjectKeyFromObject(login), &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("alice reading %s: %v, want forbidden", login.Name, err)
+	}
+	runWith(t, ns, newProvider(t))
+
+	old := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "PostgresDatabase",
+		"metadata": map[string]any{"name": "old", "namespace": ns},
+		"spec":     map[string]any{"connectionSecret": login.Name, "serverName": server, "database": prefix(ns) + "old", "role": prefix(ns) + "old"}}}
+	if err := alice.Create(ctx, old, client.FieldValidation("Strict")); err == nil || !strings.Contains(err.Error(), `unknown field "spec.connectionSecret"`) {
+		t.Errorf("alice creating an object naming the Secret %s: %v, want refused for the unknown field", login.Name, err)
+	}
+	for _, c := range []struct{ name, server, message string }{
+		{"named", login.Name, `PostgresServer.patterns.kpatterns.dev "admin-pg" not found`},
+		{"beside", beside.Name, "PostgresServer " + beside.Name + ": connection Secret " + testenv.Namespace + "/admin-pg: secrets \"admin-pg\" not found"},
+	} {
+		db := newDB(ns, c.name)
+		db.Spec.ServerName = c.server
+		if err := alice.Create(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		got := env.WaitCondition(t, db, "Ready", metav1.ConditionFalse, controller.ReasonConnectionError)
+		if got.Message != c.message {
+			t.Errorf("server %s: Ready message %q, want %q", c.server, got.Message, c.message)
+		}
+		if o := state(t, db); o.RoleExists || o.DatabaseExists {
+			t.Errorf("server %s: the PostgreSQL server holds %+v, want nothing", c.server, o)
+		}
+	}
+}
+
 // An object the cache does not hold is never a reason for an external call, let alone a delete.
 func TestCacheAbsenceCallsNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	p := newCounting(t, ns)
 	mgr := env.IdleManager(t)
-	r := &controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test")}
+	r := &controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test"), Namespace: testenv.Namespace}
 	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "absent"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +404,6 @@ func TestCacheAbsenceCallsNothing(t *testing.T) {
 // owner first, as PostgreSQL requires).
 func TestDriftIsRepaired(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	runWith(t, ns, newProvider(t))
 	a, b := newDB(ns, "a"), newDB(ns, "b")
 	create(t, a, b)
@@ -378,7 +437,6 @@ func TestDriftIsRepaired(t *testing.T) {
 // deletion; a Full object over a database it did not create reports a conflict and adopts nothing.
 func TestObserveOnlyAndConflict(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	runWith(t, ns, newProvider(t))
 	seen, taken := newDB(ns, "seen"), newDB(ns, "taken")
 	for _, db := range []*v1alpha1.PostgresDatabase{seen, taken} {
@@ -407,7 +465,6 @@ func TestObserveOnlyAndConflict(t *testing.T) {
 // Orphan: the finalizer goes, the database and the role stay, released (their tags removed).
 func TestOrphanPolicy(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	runWith(t, ns, newProvider(t))
 	db := newDB(ns, "kept")
 	db.Spec.ManagementPolicy = v1alpha1.Orphan
@@ -426,7 +483,6 @@ func TestOrphanPolicy(t *testing.T) {
 // The pause annotation stops every external call, a deletion's too; removing it resumes.
 func TestPause(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	p := newCounting(t, ns)
 	runWith(t, ns, p)
 	ctx := context.Background()
@@ -466,7 +522,6 @@ func TestPause(t *testing.T) {
 // A failing delete holds the object Terminating (DeleteFailed, one Warning event), then completes.
 func TestDeleteFailuresHoldTheFinalizer(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	p := newCounting(t, ns)
 	runWith(t, ns, p)
 	db := newDB(ns, "held")
@@ -493,7 +548,6 @@ func TestDeleteFailuresHoldTheFinalizer(t *testing.T) {
 // addition; some are deleted synced, some before: nothing may be left on the server.
 func TestImmediateDeletesUnderFailuresLeaveNothing(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	p := newCounting(t, ns)
 	p.fail(0.3)
 	runWith(t, ns, p)
@@ -526,7 +580,6 @@ func TestImmediateDeletesUnderFailuresLeaveNothing(t *testing.T) {
 // of the object's absence. A released (Orphan) database is not.
 func TestSweepAfterDowntime(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	ctx := context.Background()
 	lost, kept := newDB(ns, "lost"), newDB(ns, "kept")
 	kept.Spec.ManagementPolicy = v1alpha1.Orphan
@@ -566,7 +619,6 @@ func TestSweepAfterDowntime(t *testing.T) {
 // No write — to the API server or to PostgreSQL — re-reconciling a synced object.
 func TestNoWriteWhenSynced(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	p := newCounting(t, ns)
 	mgr := runWith(t, ns, p)
 	db := newDB(ns, "calm")
@@ -576,7 +628,7 @@ func TestNoWriteWhenSynced(t *testing.T) {
 	testenv.WaitCached(t, mgr.GetClient(), db)
 	writes := testenv.CountWrites(mgr.GetClient())
 	before := p.writes.Load()
-	r := &controller.Reconciler{Client: writes, APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test")}
+	r := &controller.Reconciler{Client: writes, APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test"), Namespace: testenv.Namespace}
 	for range 3 {
 		res, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(db)})
 		if err != nil || res.RequeueAfter != 10*time.Second {
@@ -594,7 +646,6 @@ func TestNoWriteWhenSynced(t *testing.T) {
 // own provider wrapper, in a child process.
 func TestKilledBetweenCreateAndStatus(t *testing.T) {
 	ns := env.Namespace(t)
-	connSecret(t, ns)
 	ctx := context.Background()
 	db := newDB(ns, "killed")
 	create(t, db)
@@ -679,7 +730,7 @@ func runChild() {
 	if err == nil {
 		var mgr manager.Manager
 		if mgr, err = newManager(app.Impersonate(admin, testenv.Namespace, controller.Name), opts); err == nil {
-			if err = controller.Setup(mgr, killAfterCreate{provider.NewPostgres()}, controller.Options{SweepInterval: time.Hour}); err == nil {
+			if err = controller.Setup(mgr, killAfterCreate{provider.NewPostgres()}, controller.Options{SweepInterval: time.Hour, Namespace: testenv.Namespace}); err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				err = app.Start(ctx, mgr)

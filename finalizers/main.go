@@ -36,7 +36,9 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
 	}
 	pg := provider.NewPostgres() // connections are opened per server, from each object's Secret
 	defer pg.Close()
-	if err := controller.Setup(mgr, pg, options); err != nil {
+	own := options
+	own.Namespace = o.Namespace // PostgresServers' Secrets are read from here only
+	if err := controller.Setup(mgr, pg, own); err != nil {
 		return err
 	}
 	return app.Start(ctx, mgr)

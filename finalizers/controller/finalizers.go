@@ -65,23 +65,25 @@ const (
 
 // Reasons of the Ready condition and of events.
 const (
-	ReasonSynced         = "Synced"
-	ReasonCreated        = "Created"        // an external create
-	ReasonCreateRecorded = "CreateRecorded" // the result of an earlier process's create, found and recorded
-	ReasonUpdated        = "Updated"
-	ReasonRepaired       = "Repaired"
-	ReasonDrifted        = "Drifted"  // ObserveOnly: differs from the spec
-	ReasonNotFound       = "NotFound" // ObserveOnly: nothing to observe
-	ReasonConflict       = "Conflict" // a database, role or Secret of that name is not this object's
-	ReasonSecretError    = "ConnectionSecretError"
-	ReasonProviderError  = "ProviderError"
-	ReasonDeleteFailed   = "DeleteFailed"
-	ReasonPaused         = "Paused"
+	ReasonSynced          = "Synced"
+	ReasonCreated         = "Created"        // an external create
+	ReasonCreateRecorded  = "CreateRecorded" // the result of an earlier process's create, found and recorded
+	ReasonUpdated         = "Updated"
+	ReasonRepaired        = "Repaired"
+	ReasonDrifted         = "Drifted"         // ObserveOnly: differs from the spec
+	ReasonNotFound        = "NotFound"        // ObserveOnly: nothing to observe
+	ReasonConflict        = "Conflict"        // a database, role or Secret of that name is not this object's
+	ReasonConnectionError = "ConnectionError" // the PostgresServer or its Secret is missing or incomplete
+	ReasonProviderError   = "ProviderError"
+	ReasonDeleteFailed    = "DeleteFailed"
+	ReasonPaused          = "Paused"
 )
 
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresdatabases,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresdatabases/status,verbs=patch
+// +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresservers,verbs=list;watch
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get,namespace=system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Options are the pattern's flags of `run`.
@@ -89,6 +91,8 @@ type Options struct {
 	// SweepInterval is how often the servers are listed for what objects that no longer exist
 	// left behind.
 	SweepInterval time.Duration
+	// Namespace is the operator's namespace: the only one PostgresServers' Secrets are read from.
+	Namespace string
 }
 
 // BindFlags binds the options to run's flags.
@@ -101,6 +105,7 @@ type Reconciler struct {
 	Client    client.Client // cache reads; writes
 	APIReader client.Reader // live reads: Secrets, and the sweep's check that an object is gone
 	Provider  provider.Provider
+	Namespace string // the operator's: where PostgresServers' Secrets are
 	Recorder  events.EventRecorder
 	conns     sync.Map // object UID → provider.Conn last read: a deletion still reaches the server after its Secret went
 	orphans   orphans
@@ -109,7 +114,10 @@ type Reconciler struct {
 // Setup registers the controller and the sweep with provider p. Reconciles follow spec changes,
 // the pause annotation and the start of a deletion, not the controller's own writes.
 func Setup(mgr ctrl.Manager, p provider.Provider, o Options) error {
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder(Name)}
+	if o.Namespace == "" {
+		return errors.New("finalizers: the operator namespace, where PostgresServers' Secrets are, is not set")
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder(Name), Namespace: o.Namespace}
 	deletionStarted := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
 	}}
@@ -188,7 +196,7 @@ func (r *Reconciler) sync(ctx context.Context, db *v1alpha1.PostgresDatabase) (r
 	poll := reconcile.Result{RequeueAfter: pollInterval(db)}
 	w, err := r.want(ctx, db, false)
 	if err != nil {
-		return fail(ReasonSecretError, err)
+		return fail(ReasonConnectionError, err)
 	}
 	observed, err := r.Provider.Observe(ctx, w)
 	if err != nil {
@@ -310,9 +318,9 @@ func (r *Reconciler) finalize(ctx context.Context, db *v1alpha1.PostgresDatabase
 	return nil
 }
 
-// want is what db asks of its server, the connection read live from its Secret — or, for a
-// deletion (deleting) when the Secret is gone (a namespace being deleted removes it too), the
-// connection last read for the object.
+// want is what db asks of its server, the connection read from its PostgresServer's Secret — or,
+// for a deletion (deleting) when the server or its Secret is gone, the connection last read for
+// the object.
 func (r *Reconciler) want(ctx context.Context, db *v1alpha1.PostgresDatabase, deleting bool) (provider.Want, error) {
 	w := provider.Want{Database: db.Spec.Database, Role: db.Spec.Role, ConnectionLimit: -1}
 	if db.Spec.ConnectionLimit != nil {
@@ -321,7 +329,7 @@ func (r *Reconciler) want(ctx context.Context, db *v1alpha1.PostgresDatabase, de
 	if policy(db) != v1alpha1.ObserveOnly { // observing needs no ownership
 		w.Owner = provider.Owner{UID: string(db.UID), Namespace: db.Namespace, Name: db.Name, Orphan: policy(db) == v1alpha1.Orphan}
 	}
-	c, err := r.conn(ctx, client.ObjectKey{Namespace: db.Namespace, Name: db.Spec.ConnectionSecret})
+	c, err := r.conn(ctx, db.Spec.ServerName)
 	if last, ok := r.conns.Load(db.UID); deleting && apierrors.IsNotFound(err) && ok {
 		c, err = last.(provider.Conn), nil
 	}
@@ -333,16 +341,23 @@ func (r *Reconciler) want(ctx context.Context, db *v1alpha1.PostgresDatabase, de
 	return w, nil
 }
 
-// conn reads a connection Secret, live.
-func (r *Reconciler) conn(ctx context.Context, key client.ObjectKey) (provider.Conn, error) {
+// conn reads how to reach the PostgresServer named server: the server from the cache, its Secret
+// live and only from the operator's namespace — never from a namespace a PostgresDatabase's
+// writer chooses.
+func (r *Reconciler) conn(ctx context.Context, server string) (provider.Conn, error) {
+	ps := &v1alpha1.PostgresServer{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: server}, ps); err != nil {
+		return provider.Conn{}, err // it names the kind and the server
+	}
+	key := client.ObjectKey{Namespace: r.Namespace, Name: ps.Spec.ConnectionSecret}
 	s := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, key, s); err != nil {
-		return provider.Conn{}, fmt.Errorf("connection Secret %s: %w", key.Name, err)
+		return provider.Conn{}, fmt.Errorf("PostgresServer %s: connection Secret %s: %w", server, key, err)
 	}
 	c := provider.Conn{Host: string(s.Data["host"]), Port: string(s.Data["port"]), Username: string(s.Data["username"]),
 		Password: string(s.Data["password"]), SSLMode: string(s.Data["sslmode"])}
 	if c.Host == "" || c.Port == "" || c.Username == "" {
-		return c, fmt.Errorf("connection Secret %s: keys host, port and username are required", key.Name)
+		return c, fmt.Errorf("PostgresServer %s: connection Secret %s: keys host, port and username are required", server, key)
 	}
 	return c, nil
 }
@@ -394,14 +409,14 @@ func (r *Reconciler) Sweep(ctx context.Context) error {
 		return err
 	}
 	inCache := map[types.UID]bool{}
-	secrets := map[client.ObjectKey]bool{}
+	named := map[string]bool{}
 	for _, db := range list.Items {
 		inCache[db.UID] = true
-		secrets[client.ObjectKey{Namespace: db.Namespace, Name: db.Spec.ConnectionSecret}] = true
+		named[db.Spec.ServerName] = true
 	}
 	servers := map[provider.Conn]bool{}
-	for key := range secrets { // each Secret read once
-		if c, err := r.conn(ctx, key); err == nil {
+	for name := range named { // each server's Secret read once
+		if c, err := r.conn(ctx, name); err == nil {
 			servers[c] = true
 		}
 	}

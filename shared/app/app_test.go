@@ -103,6 +103,75 @@ func TestObjectsWatchNamespacesUseRoles(t *testing.T) {
 	}
 }
 
+// Rules on a cluster-scoped kind of the pattern stay in a ClusterRole when namespaces are
+// watched (a Role cannot grant them); rules marked namespace=system hold in the operator
+// namespace only, in a Role of their own. The kind's user roles aggregate into view only.
+func TestObjectsClusterScopedAndOperatorRules(t *testing.T) {
+	p := app.Pattern{Name: "demo", Config: fstest.MapFS{
+		"crd/servers.yaml": {Data: []byte(strings.NewReplacer("gadget", "server", "Gadget", "Server", "Namespaced", "Cluster").Replace(crdYAML))},
+		"rbac/role.yaml": {Data: []byte(roleYAML + `- apiGroups: [example.kpatterns.dev]
+  resources: [gadgets, servers, servers/status]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: demo, namespace: system}
+rules:
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+`)}}}
+	objs, err := app.Objects(p, app.Options{Namespace: "ops", WatchNamespaces: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"CustomResourceDefinition /servers.example.kpatterns.dev",
+		"ClusterRole /kpatterns-demo-servers-admin", "ClusterRole /kpatterns-demo-servers-editor", "ClusterRole /kpatterns-demo-servers-viewer",
+		"Namespace /ops", "ServiceAccount ops/demo",
+		"ClusterRole /kpatterns-demo", "ClusterRoleBinding /kpatterns-demo",
+		"Role a/kpatterns-demo", "RoleBinding a/kpatterns-demo",
+		"Role ops/kpatterns-demo-operator", "RoleBinding ops/kpatterns-demo-operator",
+		"Role ops/kpatterns-demo-leader-election", "RoleBinding ops/kpatterns-demo-leader-election",
+		"ClusterRole /kpatterns-demo-metrics-auth", "ClusterRoleBinding /kpatterns-demo-metrics-auth",
+		"ClusterRole /kpatterns-demo-metrics-reader",
+	}
+	if d := cmp.Diff(want, kinds(objs)); d != "" {
+		t.Fatalf("objects (-want +got):\n%s", d)
+	}
+	rules := map[string][]rbacv1.PolicyRule{}
+	for _, i := range []int{6, 8, 10} {
+		switch o := objs[i].(type) {
+		case *rbacv1.ClusterRole:
+			rules[kinds(objs)[i]] = o.Rules
+		case *rbacv1.Role:
+			rules[kinds(objs)[i]] = o.Rules
+		}
+	}
+	rule := func(group, verbs string, resources ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: strings.Split(verbs, ",")}
+	}
+	wantRules := map[string][]rbacv1.PolicyRule{
+		"ClusterRole /kpatterns-demo":      {rule("example.kpatterns.dev", "list,watch", "servers", "servers/status")},
+		"Role a/kpatterns-demo":            {rule("", "get,list,watch", "configmaps"), rule("example.kpatterns.dev", "list,watch", "gadgets")},
+		"Role ops/kpatterns-demo-operator": {rule("", "get", "secrets")},
+	}
+	if d := cmp.Diff(wantRules, rules); d != "" {
+		t.Fatalf("rules (-want +got):\n%s", d)
+	}
+	for i, want := range []string{"", "", "view"} {
+		var got []string
+		for k := range objs[1+i].GetLabels() {
+			if a, ok := strings.CutPrefix(k, "rbac.authorization.k8s.io/aggregate-to-"); ok {
+				got = append(got, a)
+			}
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("%s aggregates to %q, want %q", objs[1+i].GetName(), got, want)
+		}
+	}
+}
+
 func TestDeploymentIsRestricted(t *testing.T) {
 	objs, err := app.Objects(pattern, app.Options{Namespace: "ops", Image: "example/demo:1", Command: "/bin/demo --v=2",
 		WatchNamespaces: []string{"a"}})

@@ -28,7 +28,7 @@ import (
 // its own.
 func Compose(name string, members ...Pattern) (Pattern, error) {
 	config := fstest.MapFS{}
-	var rules []rbacv1.PolicyRule
+	var rules Rules
 	for _, m := range members {
 		if hooks, err := HasWebhooks(m); err != nil || hooks || m.AdmissionOnly {
 			return Pattern{}, errors.Join(err, fmt.Errorf("compose %s: %s serves webhooks; run it on its own", name, m.Name))
@@ -44,17 +44,18 @@ func Compose(name string, members ...Pattern) (Pattern, error) {
 			}
 			config["crd/"+m.Name+"-"+strings.TrimPrefix(f, "crd/")] = &fstest.MapFile{Data: b}
 		}
-		r, err := readRules(m.Config)
+		r, err := ReadRules(m.Config)
 		if err != nil {
 			return Pattern{}, fmt.Errorf("compose %s: %s: %w", name, m.Name, err)
 		}
-		for _, rule := range r {
-			if !slices.ContainsFunc(rules, func(have rbacv1.PolicyRule) bool { return reflect.DeepEqual(have, rule) }) {
-				rules = append(rules, rule)
-			}
-		}
+		rules.Cluster, rules.Operator = union(rules.Cluster, r.Cluster), union(rules.Operator, r.Operator)
 	}
-	role, err := yaml.Marshal(&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"}, Rules: rules})
+	role, err := yaml.Marshal(&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"}, Rules: rules.Cluster})
+	if err == nil && len(rules.Operator) > 0 {
+		var op []byte
+		op, err = yaml.Marshal(&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"}, Rules: rules.Operator})
+		role = append(append(role, "---\n"...), op...)
+	}
 	if err != nil {
 		return Pattern{}, err
 	}
@@ -124,4 +125,14 @@ func MergeCache(o *cache.Options, members ...CacheScope) error {
 		CacheByObject(o, kinds[t].obj, kinds[t].by)
 	}
 	return nil
+}
+
+// union is rules with those of more that it lacks appended.
+func union(rules, more []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	for _, rule := range more {
+		if !slices.ContainsFunc(rules, func(have rbacv1.PolicyRule) bool { return reflect.DeepEqual(have, rule) }) {
+			rules = append(rules, rule)
+		}
+	}
+	return rules
 }

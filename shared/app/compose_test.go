@@ -118,13 +118,14 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"CustomResourceDefinition /gadgets.example.kpatterns.dev", "Namespace /ops", "ServiceAccount ops/multi", "ClusterRole /kpatterns-multi",
+	want := []string{"CustomResourceDefinition /gadgets.example.kpatterns.dev",
+		"ClusterRole /kpatterns-multi-gadgets-admin", "ClusterRole /kpatterns-multi-gadgets-editor", "ClusterRole /kpatterns-multi-gadgets-viewer", "Namespace /ops", "ServiceAccount ops/multi", "ClusterRole /kpatterns-multi",
 		"ClusterRoleBinding /kpatterns-multi", "Role ops/kpatterns-multi-leader-election", "RoleBinding ops/kpatterns-multi-leader-election",
 		"ClusterRole /kpatterns-multi-metrics-auth", "ClusterRoleBinding /kpatterns-multi-metrics-auth", "ClusterRole /kpatterns-multi-metrics-reader"}
 	if d := cmp.Diff(want, kinds(objs)); d != "" {
 		t.Fatalf("objects (-want +got):\n%s", d)
 	}
-	role := objs[3].(*rbacv1.ClusterRole)
+	role := objs[6].(*rbacv1.ClusterRole)
 	var rules []string
 	for _, r := range role.Rules {
 		rules = append(rules, strings.Join(r.APIGroups, ",")+"/"+strings.Join(r.Resources, ",")+":"+strings.Join(r.Verbs, ","))

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"path"
+	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -99,7 +99,7 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules, err := readRules(p.Config)
+	rules, err := ReadRules(p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -115,25 +115,31 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	if o.Admission == AdmissionPolicy && p.AdmissionOnly { // nothing to run: kube-apiserver enforces them
 		return typed(append(crds, policies...))
 	}
-	objs := append([]client.Object{}, crds...)
+	objs := append(append([]client.Object{}, crds...), userRoles(name, crds, labels)...)
 	if ns := operatorNamespaceObject(o.Namespace); ns != nil {
 		objs = append(objs, ns)
 	}
 	objs = append(objs, &corev1.ServiceAccount{ObjectMeta: meta(o.Namespace, p.Name)})
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.Name, Namespace: o.Namespace}}
-	if len(rules) > 0 {
-		if len(o.WatchNamespaces) == 0 {
-			objs = append(objs,
-				&rbacv1.ClusterRole{ObjectMeta: meta("", name), Rules: rules},
-				&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", name), Subjects: subjects,
-					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+	// Watching some namespaces, the rules hold in each of them, but those on the pattern's
+	// cluster-scoped kinds, which only a ClusterRole can grant.
+	clusterRules, nsRules := rules.Cluster, []rbacv1.PolicyRule(nil)
+	if len(o.WatchNamespaces) > 0 {
+		clusterRules, nsRules = clusterScoped(rules.Cluster, crds)
+	}
+	if len(clusterRules) > 0 {
+		objs = append(objs,
+			&rbacv1.ClusterRole{ObjectMeta: meta("", name), Rules: clusterRules},
+			&rbacv1.ClusterRoleBinding{ObjectMeta: meta("", name), Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
+	}
+	for _, ns := range o.WatchNamespaces {
+		if len(nsRules) > 0 {
+			objs = append(objs, role(meta(ns, name), nsRules, subjects)...)
 		}
-		for _, ns := range o.WatchNamespaces {
-			objs = append(objs,
-				&rbacv1.Role{ObjectMeta: meta(ns, name), Rules: rules},
-				&rbacv1.RoleBinding{ObjectMeta: meta(ns, name), Subjects: subjects,
-					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
-		}
+	}
+	if len(rules.Operator) > 0 {
+		objs = append(objs, role(meta(o.Namespace, OperatorRole(p.Name)), rules.Operator, subjects)...)
 	}
 	var hooks []client.Object
 	if o.Admission != AdmissionPolicy && (o.Image != "" || o.WebhookURL != "") { // else nothing would serve them (see Execute's warning)
@@ -182,17 +188,61 @@ func operatorNamespaceObject(name string) *corev1.Namespace {
 
 // leaderElectionRBAC lets the pattern hold its Lease and record events in its own namespace.
 func leaderElectionRBAC(namespace, name string, subjects []rbacv1.Subject, meta func(ns, n string) metav1.ObjectMeta) []client.Object {
-	le := name + "-leader-election"
+	return role(meta(namespace, name+"-leader-election"), []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}, subjects)
+}
+
+// userRoles are, per CRD, the ClusterRoles kubebuilder scaffolds for the people who use it —
+// <plural>-admin (every verb), -editor (create to delete) and -viewer (read) — labelled to
+// aggregate into the cluster's built-in admin, edit and view roles, so a user bound to "view" in a
+// namespace reads the pattern's objects there. A cluster-scoped kind aggregates into view only:
+// who may write one is the cluster administrator's choice (finalizers' PostgresServer names
+// credentials), not every namespace editor's.
+func userRoles(name string, crds []client.Object, labels map[string]string) []client.Object {
+	var out []client.Object
+	for _, o := range crds {
+		crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			continue
+		}
+		plural, group := crd.Spec.Names.Plural, crd.Spec.Group
+		for _, r := range []struct {
+			suffix, aggregate string
+			verbs             []string
+		}{
+			{"admin", "admin", []string{rbacv1.VerbAll}},
+			{"editor", "edit", []string{"create", "delete", "get", "list", "patch", "update", "watch"}},
+			{"viewer", "view", []string{"get", "list", "watch"}},
+		} {
+			l := maps.Clone(labels)
+			if r.aggregate == "view" || crd.Spec.Scope != apiextensionsv1.ClusterScoped {
+				l["rbac.authorization.k8s.io/aggregate-to-"+r.aggregate] = "true"
+			}
+			out = append(out, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + plural + "-" + r.suffix, Labels: l},
+				Rules: []rbacv1.PolicyRule{
+					{APIGroups: []string{group}, Resources: []string{plural}, Verbs: r.verbs},
+					{APIGroups: []string{group}, Resources: []string{plural + "/status"}, Verbs: []string{"get"}},
+				}})
+		}
+	}
+	return out
+}
+
+// role is a Role with rules and its binding to subjects, both named and placed by meta.
+func role(meta metav1.ObjectMeta, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) []client.Object {
 	return []client.Object{
-		&rbacv1.Role{ObjectMeta: meta(namespace, le), Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-				Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		}},
-		&rbacv1.RoleBinding{ObjectMeta: meta(namespace, le), Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le}},
+		&rbacv1.Role{ObjectMeta: meta, Rules: rules},
+		&rbacv1.RoleBinding{ObjectMeta: meta, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: meta.Name}},
 	}
 }
+
+// OperatorRole names the Role in the operator namespace that holds a pattern's rules marked
+// namespace=system.
+func OperatorRole(pattern string) string { return "kpatterns-" + pattern + "-operator" }
 
 // MetricsReaderRole is the name of the ClusterRole that lets a scraper read a pattern's /metrics:
 // bind it to the scraper's ServiceAccount (Prometheus, say).
@@ -357,31 +407,58 @@ func readCRDs(config fs.FS) ([]client.Object, error) {
 	})
 }
 
-// readRules reads the rules of the ClusterRole controller-gen wrote to rbac/role.yaml; it writes
-// none for a pattern without +kubebuilder:rbac markers (an admission handler that reads nothing).
-func readRules(config fs.FS) ([]rbacv1.PolicyRule, error) {
-	if config == nil {
-		return nil, nil
+// Rules are a pattern's generated permissions (rbac/role.yaml): Cluster the ClusterRole's, and
+// Operator those of the Role that markers with namespace=system (kubebuilder's placeholder) make,
+// which hold in the operator namespace only. controller-gen writes none for a pattern without
+// +kubebuilder:rbac markers (an admission handler that reads nothing).
+type Rules struct{ Cluster, Operator []rbacv1.PolicyRule }
+
+// ReadRules reads rbac/role.yaml from a pattern's config.
+func ReadRules(config fs.FS) (Rules, error) {
+	objs, err := readObjects(config, "rbac/role.yaml", map[string]func() client.Object{
+		"ClusterRole": func() client.Object { return &rbacv1.ClusterRole{} },
+		"Role":        func() client.Object { return &rbacv1.Role{} },
+	})
+	var r Rules
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			r.Cluster = append(r.Cluster, o.Rules...)
+		case *rbacv1.Role:
+			r.Operator = append(r.Operator, o.Rules...)
+		}
 	}
-	if _, err := fs.Stat(config, "rbac/role.yaml"); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := readYAML(config, "rbac/role.yaml", role); err != nil {
-		return nil, err
-	}
-	return role.Rules, nil
+	return r, err
 }
 
-func readYAML(config fs.FS, file string, into any) error {
-	b, err := fs.ReadFile(config, file)
-	if err != nil {
-		return fmt.Errorf("pattern config: %w", err)
+// clusterScoped splits rules into those on the cluster-scoped resources among crds (and their
+// subresources), which only a ClusterRole can grant, and the rest.
+func clusterScoped(rules []rbacv1.PolicyRule, crds []client.Object) (cluster, rest []rbacv1.PolicyRule) {
+	scoped := map[string]bool{}
+	for _, o := range crds {
+		if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok && crd.Spec.Scope == apiextensionsv1.ClusterScoped {
+			scoped[crd.Spec.Group+"/"+crd.Spec.Names.Plural] = true
+		}
 	}
-	if err := yaml.UnmarshalStrict(b, into); err != nil {
-		return fmt.Errorf("pattern config %s: %w", path.Base(file), err)
+	for _, rule := range rules {
+		c, r := rule, rule
+		c.Resources, r.Resources = nil, nil
+		for _, res := range rule.Resources {
+			plural, _, _ := strings.Cut(res, "/")
+			if len(rule.APIGroups) == 1 && scoped[rule.APIGroups[0]+"/"+plural] {
+				c.Resources = append(c.Resources, res)
+			} else {
+				r.Resources = append(r.Resources, res)
+			}
+		}
+		if len(c.Resources) > 0 {
+			cluster = append(cluster, c)
+		}
+		if len(r.Resources) > 0 || len(rule.NonResourceURLs) > 0 {
+			rest = append(rest, r)
+		}
 	}
-	return nil
+	return cluster, rest
 }
 
 // WriteYAML prints objects as one multi-document YAML stream without server-set fields.

@@ -461,13 +461,15 @@ func (d *demo) finalizers() error {
 	if err := d.start("finalizers"); err != nil {
 		return err
 	}
-	step("Secret pg-admin says how to reach it; PostgresDatabase demo asks for database demo_app, owned by role demo_app, connection limit 5")
+	step("PostgresServer demo (cluster-scoped, an administrator's) names Secret pg-admin in the operator namespace, which says how to reach it;\n" +
+		"    PostgresDatabase demo, on that server, asks for database demo_app, owned by role demo_app, connection limit 5")
 	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-admin", Namespace: ns}, StringData: map[string]string{
 		"host": pg.Host, "port": strconv.Itoa(pg.Port), "username": postgres.User, "password": pg.Password, "sslmode": "disable"}}
+	server := &finalizersv1alpha1.PostgresServer{ObjectMeta: metav1.ObjectMeta{Name: "demo"}, Spec: finalizersv1alpha1.PostgresServerSpec{ConnectionSecret: admin.Name}}
 	db := &finalizersv1alpha1.PostgresDatabase{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
-		Spec: finalizersv1alpha1.PostgresDatabaseSpec{ConnectionSecret: admin.Name, Database: "demo_app", Role: "demo_app",
+		Spec: finalizersv1alpha1.PostgresDatabaseSpec{ServerName: server.Name, Database: "demo_app", Role: "demo_app",
 			ConnectionLimit: ptr.To[int32](5), PollInterval: &metav1.Duration{Duration: 10 * time.Second}}}
-	for _, o := range []client.Object{admin, db} {
+	for _, o := range []client.Object{admin, server, db} {
 		if err := d.recreate(o, o.DeepCopyObject().(client.Object)); err != nil {
 			return err
 		}
@@ -479,14 +481,14 @@ func (d *demo) finalizers() error {
 	p := provider.NewPostgres()
 	defer p.Close()
 	want := provider.Want{Conn: conn, Database: db.Spec.Database, Role: db.Spec.Role}
-	server := func() error {
+	onServer := func() error {
 		o, err := p.Observe(d.ctx, want)
 		fmt.Printf("    in PostgreSQL: database exists=%v owner=%s comment=%q; role exists=%v connection limit=%d\n",
 			o.DatabaseExists, o.DatabaseOwner, o.DatabaseTag, o.RoleExists, o.ConnectionLimit)
 		return err
 	}
 	show(db.Name, map[string]any{"finalizers": db.Finalizers, "status.externalName": db.Status.ExternalName})
-	if err := server(); err != nil {
+	if err := onServer(); err != nil {
 		return err
 	}
 	fmt.Printf("    (its role's login is in Secret %s, owned by the object)\n", finalizers.CredentialsSecret(db))
@@ -513,7 +515,7 @@ func (d *demo) finalizers() error {
 			fmt.Printf("    event %s %s: %s\n", e.Type, e.Reason, e.Message)
 		}
 	}
-	if err := server(); err != nil {
+	if err := onServer(); err != nil {
 		return err
 	}
 	step("Delete it: the finalizer holds the object until the database and the role are dropped")
@@ -531,7 +533,7 @@ func (d *demo) finalizers() error {
 		}
 	}
 	fmt.Printf("    postgresdatabase.patterns.kpatterns.dev \"demo\" deleted (finalizer %s removed after the drop)\n", finalizers.Finalizer)
-	return server()
+	return onServer()
 }
 
 // lifespan shows the lifetime hooks: a Heartbeat term per leader, a restart (SIGTERM, a new

@@ -25,9 +25,7 @@ import (
 	"sync"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	"sigs.k8s.io/yaml"
-
+	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
@@ -149,15 +147,11 @@ func run(list []string, out string, parallel int) error {
 }
 
 func roleRules(pattern string) ([]testenv.Rule, error) {
-	b, err := os.ReadFile(filepath.Join(pattern, "config", "rbac", "role.yaml"))
+	r, err := app.ReadRules(os.DirFS(filepath.Join(pattern, "config")))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", pattern, err)
 	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(b, role); err != nil {
-		return nil, fmt.Errorf("%s role.yaml: %w", pattern, err)
-	}
-	return testenv.Rules(role.Rules), nil
+	return testenv.Rules(r.Cluster), nil
 }
 
 // pairOf is the list permission of a watch one and the other way round ("" otherwise).

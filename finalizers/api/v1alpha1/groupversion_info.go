@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package v1alpha1 is the PostgresDatabase API: a custom resource that stands for a database and a
-// login role in a PostgreSQL server, created and dropped through a finalizer.
+// login role in a PostgreSQL server, created and dropped through a finalizer; and PostgresServer,
+// the cluster-scoped kind that says how to reach a server as its administrator.
 // +kubebuilder:object:generate=true
 // +groupName=patterns.kpatterns.dev
 package v1alpha1
@@ -14,7 +15,7 @@ import (
 )
 
 var (
-	// GroupVersion is the API group and version of PostgresDatabase.
+	// GroupVersion is the API group and version of PostgresDatabase and PostgresServer.
 	GroupVersion = schema.GroupVersion{Group: "patterns.kpatterns.dev", Version: "v1alpha1"}
 	// SchemeBuilder registers the types (apimachinery's builder: API packages depend on nothing more).
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
@@ -23,7 +24,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &PostgresDatabase{}, &PostgresDatabaseList{})
+	s.AddKnownTypes(GroupVersion, &PostgresDatabase{}, &PostgresDatabaseList{}, &PostgresServer{}, &PostgresServerList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

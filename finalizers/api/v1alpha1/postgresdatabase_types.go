@@ -23,15 +23,15 @@ const (
 )
 
 // PostgresDatabaseSpec is the database and login role wanted in a PostgreSQL server.
-// +kubebuilder:validation:XValidation:rule="self.database == oldSelf.database && self.role == oldSelf.role",message="database and role are immutable: create a new object for a new database"
+// +kubebuilder:validation:XValidation:rule="(!has(oldSelf.serverName) || self.serverName == oldSelf.serverName) && self.database == oldSelf.database && self.role == oldSelf.role",message="serverName (once set), database and role are immutable: create a new object for a new database"
 type PostgresDatabaseSpec struct {
-	// ConnectionSecret names a Secret in the object's namespace with the server's address and an
-	// administrator's login: keys host, port, username, password, and optionally sslmode
-	// (default prefer).
+	// ServerName names the PostgresServer (cluster-scoped, written by administrators) whose
+	// login creates, repairs and drops the database and the role. The object never names a
+	// Secret: credentials are the server's, kept in the operator's namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	ConnectionSecret string `json:"connectionSecret"`
+	ServerName string `json:"serverName"`
 
 	// Database is the name of the database (its external name).
 	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_]*$`
