@@ -116,6 +116,10 @@ func TestDeployed(t *testing.T) {
 			}
 			return ctx
 		})
+	f = f.Assess("an image pushed to a registry on this machine is pulled by the node and runs", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		pulledFromRegistry(ctx, t, cfg)
+		return ctx
+	})
 	for _, p := range patterns {
 		f = f.Assess(p+" runs as a Pod on the real node and does its job", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := fastClient(t, cfg) // the load of the rolling restarts is not throttled on this side

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/kpatterns/kpatterns/e2e/kindnode"
 	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/finalizers/controller"
 	"github.com/kpatterns/kpatterns/finalizers/provider"
@@ -66,16 +66,7 @@ func startPostgres() (*postgres.Server, error) {
 // the host's end of the local cluster's real node link, or kind's Docker network gateway.
 func podsReachHostAt() (string, error) {
 	if kindRun {
-		out, err := exec.Command("docker", "network", "inspect", "kind", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
-		if err != nil {
-			return "", fmt.Errorf("the kind network's gateway: %w", err)
-		}
-		for _, ip := range strings.Fields(string(out)) {
-			if !strings.Contains(ip, ":") {
-				return ip, nil
-			}
-		}
-		return "", fmt.Errorf("the kind network has no IPv4 gateway: %q", out)
+		return kindnode.Gateway(context.Background(), os.Environ())
 	}
 	if localProvider != nil && localProvider.Cluster() != nil && localProvider.Cluster().HasRealNode() {
 		return localProvider.Cluster().HostIP(), nil

@@ -61,7 +61,8 @@ func registryResolves(ctx context.Context) bool {
 // the local cluster's real node, not a minute); on a host with cgroup v1, the kubelet told to run
 // there (Kubernetes 1.35+ refuses by default); where the host's capability bounding set lacks
 // CAP_SYS_RESOURCE (as in the engine's capruntime), the node's containerd told not to lower its
-// containers' OOM score below its own.
+// containers' OOM score below its own; and containerd's registry hosts read from
+// /etc/containerd/certs.d (a local registry: registry.ConfigureKind).
 func Config() (string, error) {
 	var b strings.Builder
 	b.WriteString("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n")
@@ -77,10 +78,29 @@ func Config() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	b.WriteString("containerdConfigPatches:\n- |\n")
 	if missing["CAP_SYS_RESOURCE"] {
-		b.WriteString("containerdConfigPatches:\n- |\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    restrict_oom_score_adj = true\n")
+		b.WriteString("  [plugins.\"io.containerd.grpc.v1.cri\"]\n    restrict_oom_score_adj = true\n")
 	}
+	// Registry hosts from certs.d, where registry.ConfigureKind writes the local registry's.
+	b.WriteString("  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    config_path = \"/etc/containerd/certs.d\"\n")
 	return b.String(), nil
+}
+
+// Gateway is the IPv4 gateway of kind's Docker network: this machine's address as kind's nodes
+// and Pods reach it (to serve webhooks, a PostgreSQL, a registry from here). env is the Docker
+// client's environment (DOCKER_HOST).
+func Gateway(ctx context.Context, env []string) (string, error) {
+	gw, err := dockerd.Docker(ctx, env, "network", "inspect", "kind", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}")
+	if err != nil {
+		return "", err
+	}
+	for _, ip := range strings.Fields(gw) {
+		if !strings.Contains(ip, ":") {
+			return ip, nil
+		}
+	}
+	return "", fmt.Errorf("kind's Docker network has no IPv4 gateway (%q)", gw)
 }
 
 // Binary builds kind (the tools module's version) into the cache and returns its path.

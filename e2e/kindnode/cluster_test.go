@@ -51,8 +51,10 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restricted := len(c.ContainerdConfigPatches) == 1 && strings.Contains(c.ContainerdConfigPatches[0], "restrict_oom_score_adj = true")
-	if restricted != missing["CAP_SYS_RESOURCE"] {
+	if len(c.ContainerdConfigPatches) != 1 || !strings.Contains(c.ContainerdConfigPatches[0], `config_path = "/etc/containerd/certs.d"`) {
+		t.Fatalf("want one containerd patch reading registry hosts from certs.d:\n%s", config)
+	}
+	if restricted := strings.Contains(c.ContainerdConfigPatches[0], "restrict_oom_score_adj = true"); restricted != missing["CAP_SYS_RESOURCE"] {
 		t.Errorf("CAP_SYS_RESOURCE missing: %v, containerd patch restricts OOM score: %v", missing["CAP_SYS_RESOURCE"], restricted)
 	}
 }

@@ -51,7 +51,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|kind-up|kind-down|image-docker|kind-env|envtest [--dir DIR] [--node real]"))
+		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|kind-up|kind-down|image-docker|kind-env|registry-up|registry-down|envtest [--dir DIR] [--node real]"))
 	}
 	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/, node/")
@@ -98,13 +98,19 @@ func main() {
 		err = imageDocker(context.Background(), fs.Args())
 	case "kind-env":
 		err = kindExports(context.Background())
+	case "registry-up":
+		err = registryUp(context.Background(), abs)
+	case "registry-serve":
+		err = registryServe(abs, fs.Args())
+	case "registry-down":
+		err = registryDown(abs)
 	case "envtest":
 		var dir string
 		if dir, err = assets.Resolve(context.Background(), os.Stderr); err == nil {
 			fmt.Println(dir)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down, kind-up, kind-down, image-docker, kind-env or envtest)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down, kind-up, kind-down, image-docker, kind-env, registry-up, registry-down or envtest)", os.Args[1])
 	}
 	if err != nil {
 		fail(err)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
+	"github.com/kpatterns/kpatterns/e2e/kindnode"
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 )
 
@@ -54,17 +55,10 @@ func (d *demo) prepareKind() error {
 	if host != "" {
 		env = append(env, "DOCKER_HOST="+host)
 	}
-	gw, err := dockerd.Docker(d.ctx, env, "network", "inspect", "kind", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}")
-	if err != nil {
-		return err
+	if d.webhookHost, err = kindnode.Gateway(d.ctx, env); err != nil {
+		return fmt.Errorf("%w: nowhere to serve webhooks from", err)
 	}
-	for _, ip := range strings.Fields(gw) {
-		if !strings.Contains(ip, ":") {
-			d.webhookHost = ip
-			return nil
-		}
-	}
-	return fmt.Errorf("kind's Docker network has no IPv4 gateway (%q): nowhere to serve webhooks from", gw)
+	return nil
 }
 
 // loadImage puts a pattern's image archive on the cluster's node: the real node's containerd, or
