@@ -9,9 +9,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -190,6 +193,12 @@ func TestDeploymentIsRestricted(t *testing.T) {
 	if d := cmp.Diff([]string{"run", "--watch-namespaces=a"}, c.Args); d != "" {
 		t.Errorf("args (-want +got): %s", d)
 	}
+	limitFrom := &corev1.ResourceFieldSelector{ContainerName: "manager", Resource: "limits.memory"}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == app.MemoryLimitEnv && e.ValueFrom != nil && cmp.Equal(e.ValueFrom.ResourceFieldRef, limitFrom)
+	}) || c.Resources.Limits.Memory().String() != "256Mi" {
+		t.Errorf("env %+v, limits %v: want %s from limits.memory (256Mi)", c.Env, c.Resources.Limits, app.MemoryLimitEnv)
+	}
 	sc := c.SecurityContext
 	switch {
 	case pod.ServiceAccountName != "demo":
@@ -349,6 +358,25 @@ current-context: c
 		msg := strings.TrimRight(stderr.String(), "\n")
 		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, tc.says) || strings.Contains(msg, "goroutine") {
 			t.Errorf("%q: stderr = %q, want one line containing %q", tc.args, msg, tc.says)
+		}
+	}
+}
+
+// run's soft memory limit is 90 % of the container's; GOMEMLIMIT, or no limit, leaves it alone.
+func TestSetMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(app.MemoryLimitEnv, "268435456") // 256Mi
+	if got, limit := app.SetMemoryLimit(), debug.SetMemoryLimit(-1); got != "241591905" || limit != 241591905 {
+		t.Errorf("256Mi: SetMemoryLimit %q, runtime limit %d; want 241591905 (90 %%)", got, limit)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	for _, env := range [][2]string{{"GOMEMLIMIT", "1GiB"}, {app.MemoryLimitEnv, "lots"}, {app.MemoryLimitEnv, ""}} {
+		t.Setenv("GOMEMLIMIT", "")
+		t.Setenv(app.MemoryLimitEnv, "268435456")
+		t.Setenv(env[0], env[1])
+		if got, limit := app.SetMemoryLimit(), debug.SetMemoryLimit(-1); got != "" || limit != math.MaxInt64 {
+			t.Errorf("%s=%q: SetMemoryLimit %q, runtime limit %d; want none set", env[0], env[1], got, limit)
 		}
 	}
 }

@@ -365,7 +365,10 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 					Containers: []corev1.Container{{
 						Name: "manager", Image: o.Image, Command: command, Args: args,
 						Env: []corev1.EnvVar{{Name: "KPATTERNS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
-							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
+							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+							// run sets the Go runtime's soft limit below it (SetMemoryLimit).
+							{Name: MemoryLimitEnv, ValueFrom: &corev1.EnvVarSource{
+								ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "manager", Resource: "limits.memory"}}}},
 						Ports: []corev1.ContainerPort{
 							{Name: "probes", ContainerPort: 8081}, {Name: "metrics", ContainerPort: 8443}},
 						LivenessProbe:  probe("/healthz"),

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -121,8 +123,27 @@ func Run(ctx context.Context, p Pattern, o RunOptions, run RunFunc) error {
 		return err
 	}
 	log.Info("starting", "pattern", p.Name, "namespace", o.Namespace, "watchNamespaces", o.WatchNamespaces,
-		"leaderElection", o.LeaderElect && !p.AdmissionOnly, "user", cfg.Impersonate.UserName)
+		"leaderElection", o.LeaderElect && !p.AdmissionOnly, "user", cfg.Impersonate.UserName, "goMemoryLimit", SetMemoryLimit())
 	return run(ctx, cfg, o)
+}
+
+// MemoryLimitEnv carries the container's memory limit into run (the Deployment sets it from the
+// downward API's limits.memory).
+const MemoryLimitEnv = "KPATTERNS_MEMORY_LIMIT"
+
+// SetMemoryLimit sets the Go runtime's soft memory limit to 90 % of $KPATTERNS_MEMORY_LIMIT (bytes),
+// so the collector works harder as the heap nears the container's limit instead of the kernel
+// killing the process; the rest is headroom for what the Go heap does not count (stacks, the
+// runtime's own). GOMEMLIMIT, when set, is the runtime's and wins. It returns the limit in force
+// ("" when none was set).
+func SetMemoryLimit() string {
+	n, err := strconv.ParseInt(os.Getenv(MemoryLimitEnv), 10, 64)
+	if os.Getenv("GOMEMLIMIT") != "" || err != nil || n <= 0 {
+		return ""
+	}
+	limit := n / 10 * 9
+	debug.SetMemoryLimit(limit)
+	return strconv.FormatInt(limit, 10)
 }
 
 // Impersonate returns a copy of cfg that acts as the pattern's ServiceAccount.
