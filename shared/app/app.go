@@ -152,7 +152,11 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 			return Prune(ctx, cfg, p, objs, stdout)
 		}
 	case "run":
-		var r RunOptions
+		hooks, err := HasWebhooks(p)
+		if err != nil {
+			return err
+		}
+		r := RunOptions{WebhookPort: WebhookPort, CertDir: CertDir}
 		fs.BoolVar(&r.AsServiceAccount, "as-service-account", false, "impersonate the generated ServiceAccount, so its RBAC is what is tested")
 		fs.BoolVar(&r.LeaderElect, "leader-elect", true, "elect a leader through a Lease in the operator namespace")
 		fs.DurationVar(&r.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits before taking over a Lease its leader stopped renewing")
@@ -163,13 +167,15 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&r.MetricsAddr, "metrics-bind-address", ":8443", "address of /metrics, HTTPS unless --metrics-secure=false (0 disables; kubebuilder's default)")
 		fs.StringVar(&r.PprofAddr, "pprof-bind-address", "0", "address of /debug/pprof, plain HTTP without authentication: a loopback address such as 127.0.0.1:6060 (0 disables)")
 		fs.BoolVar(&r.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates and authorizes (false: plain HTTP, for local runs)")
-		fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks (webhook patterns)")
-		fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
 		fs.Float64Var(&r.KubeAPIQPS, "kube-api-qps", 0, "most requests per second to the API server from this process (0: no client-side bound)")
 		fs.BoolVar(&r.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2 (off by default since the HTTP/2 Rapid Reset CVEs)")
-		fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
-		fs.StringVar(&o.Admission, "admission", AdmissionWebhook, "policy: the rules are enforced by admission policies, so no webhook server is started")
-		fs.StringVar(&o.Certs, "certs", "", "self: keep the serving certificate in the pattern's Secret (mounted at --cert-dir) and the CA in its webhook configurations, renewed before expiry (in-cluster; manifests --image renders it); empty: the files in --cert-dir")
+		if hooks { // the webhook server's flags, offered only where there is one
+			fs.IntVar(&r.WebhookPort, "webhook-port", WebhookPort, "port of the admission webhooks")
+			fs.StringVar(&r.WebhookHost, "webhook-host", "", "address the webhooks listen on (empty: all)")
+			fs.StringVar(&r.CertDir, "cert-dir", CertDir, "directory with tls.crt and tls.key; a rotated certificate is served without a restart")
+			fs.StringVar(&o.Admission, "admission", AdmissionWebhook, "policy: the rules are enforced by admission policies, so no webhook server is started")
+			fs.StringVar(&o.Certs, "certs", "", "self: keep the serving certificate in the pattern's Secret (mounted at --cert-dir) and the CA in its webhook configurations, renewed before expiry (in-cluster; manifests --image renders it); empty: the files in --cert-dir")
+		}
 		r.Zap.BindFlags(fs)
 		for _, bind := range flags {
 			bind(fs)

@@ -314,6 +314,12 @@ func TestRunFlagsArePatternFlags(t *testing.T) {
 	if err := app.Execute(context.Background(), pattern, run, nil, []string{"run", "--repair-interval", "5s"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 		t.Error("a pattern without the flag accepted --repair-interval")
 	}
+	for _, flag := range []string{"--webhook-port=9443", "--webhook-host=127.0.0.1", "--cert-dir=/tmp", "--admission=policy", "--certs=self"} {
+		if err := app.Execute(context.Background(), pattern, run, nil, []string{"run", flag}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil ||
+			!strings.Contains(err.Error(), "flag provided but not defined") {
+			t.Errorf("a pattern without webhooks: run %s: %v, want the flag unknown", flag, err)
+		}
+	}
 }
 
 // TestMainErrorsAreOneLine runs Main in a child process (this test binary, re-executed) and checks
