@@ -1,0 +1,239 @@
+// Copyright 2026 The kpatterns Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+// What a Pod template references (ConfigMaps and Secrets, whole or by key) and the digests of
+// what it last saw, as recorded on the workload.
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kpatterns/kpatterns/shared/digest"
+)
+
+// Kind is the kind of a referenced source.
+type Kind string
+
+// The kinds of sources.
+const (
+	ConfigMap Kind = "configmap"
+	Secret    Kind = "secret"
+)
+
+// Ref is one ConfigMap or Secret a Pod template references.
+type Ref struct {
+	Kind     Kind
+	Name     string
+	Optional bool // every reference to it is optional
+	// Keys are the keys the template reads, sorted — env valueFrom key references, and volume and
+	// projected items — or nil when it reads every key (envFrom, a volume without items).
+	Keys []string
+}
+
+// Key is the reference's index entry: "configmap/<name>".
+func (r Ref) Key() string { return string(r.Kind) + "/" + r.Name }
+
+// Entry is the reference's name in DigestsAnnotation: Key, and the keys read when not all are
+// ("configmap/<name>:<key>+<key>"; neither ':' nor '+' can be in a name or a key). A record of a
+// whole source and one of some of its keys name different entries, so changing which keys are
+// read — or upgrading from a record without keys — records a new baseline and rolls nothing.
+func (r Ref) Entry() string {
+	if r.Keys == nil {
+		return r.Key()
+	}
+	return r.Key() + ":" + strings.Join(r.Keys, "+")
+}
+
+// Refs returns the ConfigMaps and Secrets a Pod template references, sorted by Key: volumes,
+// projected volume sources, and envFrom and env valueFrom of containers and init containers. A
+// source is optional only if every reference to it is; it is read whole if any reference reads
+// every key, else the union of the keys its references select.
+func Refs(spec *corev1.PodSpec) []Ref {
+	type use struct {
+		required, whole bool
+		keys            map[string]bool
+	}
+	type source struct {
+		kind Kind
+		name string
+	}
+	uses := map[source]*use{}
+	add := func(kind Kind, name string, optional *bool, keys []string) {
+		if name == "" {
+			return
+		}
+		r := source{kind, name}
+		u := uses[r]
+		if u == nil {
+			u = &use{keys: map[string]bool{}}
+			uses[r] = u
+		}
+		u.required = u.required || optional == nil || !*optional
+		u.whole = u.whole || keys == nil
+		for _, k := range keys {
+			u.keys[k] = true
+		}
+	}
+	items := func(in []corev1.KeyToPath) []string { // nil: no items, every key
+		if len(in) == 0 {
+			return nil
+		}
+		keys := make([]string, len(in))
+		for i, it := range in {
+			keys[i] = it.Key
+		}
+		return keys
+	}
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil {
+			add(ConfigMap, v.ConfigMap.Name, v.ConfigMap.Optional, items(v.ConfigMap.Items))
+		}
+		if v.Secret != nil {
+			add(Secret, v.Secret.SecretName, v.Secret.Optional, items(v.Secret.Items))
+		}
+		if v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					add(ConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional, items(s.ConfigMap.Items))
+				}
+				if s.Secret != nil {
+					add(Secret, s.Secret.Name, s.Secret.Optional, items(s.Secret.Items))
+				}
+			}
+		}
+	}
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		for _, e := range c.EnvFrom { // a prefix renames the variables; every key is still read
+			if e.ConfigMapRef != nil {
+				add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional, nil)
+			}
+			if e.SecretRef != nil {
+				add(Secret, e.SecretRef.Name, e.SecretRef.Optional, nil)
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+				add(ConfigMap, e.ValueFrom.ConfigMapKeyRef.Name, e.ValueFrom.ConfigMapKeyRef.Optional, []string{e.ValueFrom.ConfigMapKeyRef.Key})
+			}
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				add(Secret, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Optional, []string{e.ValueFrom.SecretKeyRef.Key})
+			}
+		}
+	}
+	refs := make([]Ref, 0, len(uses))
+	for src, u := range uses {
+		r := Ref{Kind: src.kind, Name: src.name, Optional: !u.required}
+		if !u.whole {
+			r.Keys = slices.Sorted(maps.Keys(u.keys))
+		}
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, func(a, b Ref) int { return strings.Compare(a.Key(), b.Key()) })
+	return refs
+}
+
+// Digests returns a digest of each referenced source, in the order of refs, from its projection
+// (Project: per-key digests, never values): its kind and name, then each key and value digest —
+// only of the keys the reference reads, with an explicit entry for each of those missing — every
+// field tagged and length-prefixed so different contents never encode alike. A missing source
+// (get returns nil) is an explicit "absent" entry; an ignored one (IgnoreAnnotation) is Ignored,
+// whatever its data. Other labels and annotations do not count.
+func Digests(refs []Ref, get func(Ref) client.Object) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		d := digest.New().Field('n', []byte(r.Key()))
+		o := get(r)
+		if o != nil && o.GetAnnotations()[IgnoreAnnotation] == "true" {
+			out[i] = Ignored
+			continue
+		}
+		switch o := o.(type) {
+		case nil:
+			d.Field('a', nil)
+		case *corev1.ConfigMap:
+			data, bin := selected(r.Keys, o.Data), selected(r.Keys, o.BinaryData)
+			d.Strings(data).Bytes(bin)
+			missing(d, r.Keys, func(k string) bool { _, s := data[k]; _, b := bin[k]; return s || b })
+		case *corev1.Secret:
+			data := selected(r.Keys, o.Data)
+			d.Bytes(data)
+			missing(d, r.Keys, func(k string) bool { _, ok := data[k]; return ok })
+		}
+		out[i] = d.String()
+	}
+	return out
+}
+
+// selected is m restricted to keys (all of m when keys is nil).
+func selected[V any](keys []string, m map[string]V) map[string]V {
+	if keys == nil || m == nil {
+		return m
+	}
+	out := make(map[string]V, len(keys))
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// missing adds an entry for each of keys that has no value.
+func missing(d *digest.Hash, keys []string, has func(string) bool) {
+	for _, k := range keys {
+		if !has(k) {
+			d.Field('m', []byte(k))
+		}
+	}
+}
+
+// Combined is the Pod template's digest: a digest of the per-source digests, in Key order.
+func Combined(digests []string) string {
+	d := digest.New()
+	for _, s := range digests {
+		d.Field('d', []byte(s))
+	}
+	return d.String()
+}
+
+// seen is the value of DigestsAnnotation ("" without references).
+func seen(refs []Ref, digests []string) string {
+	parts := make([]string, len(refs))
+	for i, r := range refs {
+		parts[i] = r.Entry() + "=" + digests[i][:min(16, len(digests[i]))]
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseSeen(v string) map[string]string {
+	m := map[string]string{}
+	for _, part := range strings.Split(v, ",") {
+		if key, d, ok := strings.Cut(part, "="); ok {
+			m[key] = d
+		}
+	}
+	return m
+}
+
+// changedSources names the sources referenced in both DigestsAnnotation values whose digest
+// differs; nil if the set of references changed (then the template was edited anyway).
+func changedSources(before, after string) []string {
+	b, a := parseSeen(before), parseSeen(after)
+	if !slices.Equal(slices.Sorted(maps.Keys(b)), slices.Sorted(maps.Keys(a))) {
+		return nil
+	}
+	var keys []string
+	for k, d := range a {
+		if b[k] != d && b[k] != Ignored && d != Ignored { // ignored, or no longer: a new baseline
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
