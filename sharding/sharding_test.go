@@ -251,6 +251,20 @@ func owner(a shard.Assignment, mode shard.Mode, key client.ObjectKey, uid string
 	return ""
 }
 
+// ownersOf is the set of members assignment a gives the sources keys to.
+func ownersOf(t *testing.T, a shard.Assignment, mode shard.Mode, keys []client.ObjectKey) map[string]bool {
+	t.Helper()
+	owners := map[string]bool{}
+	for _, k := range keys {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(context.Background(), k, cm); err != nil {
+			t.Fatal(err)
+		}
+		owners[owner(a, mode, k, string(cm.UID))] = true
+	}
+	return owners
+}
+
 // TestRing runs three replicas in each mode: every source is mirrored by the replica its range is
 // assigned to; one replica stopped (SIGTERM) and one severed from the API server (its Lease left
 // to expire) lose nothing; no source is ever reconciled by two replicas at once.
@@ -268,6 +282,17 @@ func TestRing(t *testing.T) {
 			b, c := start(t, "b", mode, j), start(t, "c", mode, j)
 			converged(t, keys, "1")
 			as := settled(t, "a", "b", "c")
+			// Server mode assigns by namespace: 8 may all hash to two members' ranges (about 4 %
+			// of runs), so sources in more namespaces are added until each member owns some.
+			for range 20 {
+				if len(ownersOf(t, as, mode, keys)) == 3 {
+					break
+				}
+				keys = append(keys, sources(t, 1, 4)...)
+			}
+			if owners := ownersOf(t, as, mode, keys); len(owners) != 3 {
+				t.Fatalf("sources owned by %v only, after adding 20 namespaces", owners)
+			}
 
 			// Every source's next change is mirrored by the member its range belongs to.
 			before := time.Now()
