@@ -83,10 +83,14 @@ func TestWidget(t *testing.T) {
 				return &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "by-a-user", Namespace: ns}, Spec: v1alpha1.WidgetSpec{Image: "nginx:1.27"}}
 			}
 			// kube-controller-manager's clusterrole-aggregation controller copies the rules in.
-			waitFor(t, "the viewer lists Widgets, the editor creates one (dry run)", func(ctx context.Context) (bool, error) {
-				listed := as["e2e-viewer"].List(ctx, &v1alpha1.WidgetList{}, client.InNamespace(ns))
-				created := as["e2e-editor"].Create(ctx, w(), client.DryRunAll)
-				return listed == nil && created == nil, nil
+			testenv.Eventually(t, "the viewer lists Widgets, the editor creates one (dry run)", func() error {
+				if err := as["e2e-viewer"].List(ctx, &v1alpha1.WidgetList{}, client.InNamespace(ns)); err != nil {
+					return fmt.Errorf("the viewer: %w", err)
+				}
+				if err := as["e2e-editor"].Create(ctx, w(), client.DryRunAll); err != nil {
+					return fmt.Errorf("the editor: %w", err)
+				}
+				return nil
 			})
 			if err := as["e2e-viewer"].Create(ctx, w(), client.DryRunAll); !apierrors.IsForbidden(err) {
 				t.Errorf("the viewer creating a Widget: %v, want forbidden", err)

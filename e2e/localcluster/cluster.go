@@ -53,6 +53,9 @@ var controllers = []string{
 	"garbage-collector-controller", "namespace-controller", "deployment-controller", "replicaset-controller",
 	"serviceaccount-controller", "serviceaccount-token-controller", "node-lifecycle-controller",
 	"root-ca-certificate-publisher-controller",
+	// The built-in admin, edit and view roles take in the rules of roles labelled to aggregate
+	// into them (the patterns' <plural>-admin, -editor, -viewer).
+	"clusterrole-aggregation-controller",
 }
 
 // Cluster is one running local cluster. Its files live in Dir: kubeconfig, pki/, etcd/, logs/.
