@@ -11,7 +11,7 @@
 // RBAC, webhooks) with controller-gen. FROM defaults to mirror.
 //
 // Inside the workspace (DIR unset: ./<name>) the copy becomes a module of it: added to go.work (the
-// one list of patterns: the Taskfile and the e2e suite read it), MODULE
+// e2e suite reads it; the Taskfile's PATTERNS must name it too: lint checks they agree), MODULE
 // github.com/kpatterns/kpatterns/<name>, the group and kind kept unless given. With DIR outside the workspace it writes a standalone module that needs nothing
 // from this repository: what it uses of shared/ copied under internal/ (see internal/README.md
 // there), its own Taskfile (generate, lint, test, e2e, build, image), go.mod with the tools, the
