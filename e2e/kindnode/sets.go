@@ -30,12 +30,13 @@ var KubeSet = controlplane.Set{
 	},
 }
 
-// ExtrasSet is CoreDNS (the version kubeadm deploys) and crictl (which `kind load` asks for image
-// IDs), each from a module of its own.
+// ExtrasSet is CoreDNS (the version kubeadm deploys, with the plugins tools/coredns/main.go names)
+// and crictl (which `kind load` asks for image IDs), each from a module of its own.
 var ExtrasSet = controlplane.Set{
-	Name: "kind-extras", Modules: []string{"tools/coredns", "tools/crictl"}, Binaries: []string{"coredns", "crictl"},
+	Name: "kind-extras", Modules: []string{"tools/coredns", "tools/crictl"}, Sources: []string{"tools/coredns/main.go"},
+	Binaries: []string{"coredns", "crictl"},
 	Build: func(ctx context.Context, b *controlplane.Builder) error {
-		if err := b.Go(ctx, "coredns", "tools/coredns", nil, "build", "-trimpath", "-o", b.Path("coredns"), "github.com/coredns/coredns"); err != nil {
+		if err := b.Go(ctx, "coredns", "tools/coredns", nil, "build", "-trimpath", "-o", b.Path("coredns"), "."); err != nil {
 			return err
 		}
 		return b.Go(ctx, "crictl", "tools/crictl", nil, "build", "-trimpath", "-o", b.Path("crictl"), "sigs.k8s.io/cri-tools/cmd/crictl")

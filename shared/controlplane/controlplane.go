@@ -44,6 +44,7 @@ type Set struct {
 	Name     string   // the cache directory's prefix: what the modules pin, for a reader of the cache
 	Modules  []string // the build modules, relative to the repository root
 	Binaries []string // what a complete directory holds
+	Sources  []string // Go files of the build modules its binaries are built from, if any
 	// Build builds Binaries into b.Out, one b.Go step at a time.
 	Build func(ctx context.Context, b *Builder) error
 }
@@ -197,14 +198,16 @@ func findRoot(s Set) (string, error) {
 // its modules' go.mod and go.sum.
 func versionKey(root string, s Set) (string, error) {
 	h := sha256.New()
+	var files []string
 	for _, m := range s.Modules {
-		for _, f := range []string{"go.mod", "go.sum"} {
-			b, err := os.ReadFile(filepath.Join(root, m, f))
-			if err != nil {
-				return "", err
-			}
-			h.Write(b)
+		files = append(files, filepath.Join(m, "go.mod"), filepath.Join(m, "go.sum"))
+	}
+	for _, f := range append(files, s.Sources...) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return "", err
 		}
+		h.Write(b)
 	}
 	return s.Name + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
