@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -27,17 +28,24 @@ func installDatabaseCRD(ctx context.Context, t *testing.T, cfg *envconf.Config) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	installCRD(ctx, t, cfg, crd, webhook.DatabaseGVK.GroupVersion().WithKind("DatabaseList"))
+}
+
+// installCRD installs another project's CRD and waits until its kind (list: its list's kind) is
+// served.
+func installCRD(ctx context.Context, t *testing.T, cfg *envconf.Config, crd client.Object, list schema.GroupVersionKind) {
+	t.Helper()
 	if err := app.Install(ctx, cfg.Client().RESTConfig(), []client.Object{crd}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(webhook.DatabaseGVK.GroupVersion().WithKind("DatabaseList"))
-	waitFor(t, "the Database CRD is served", func(ctx context.Context) (bool, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(list)
+	waitFor(t, "the "+list.Kind+" kind is served", func(ctx context.Context) (bool, error) {
 		c, err := client.New(cfg.Client().RESTConfig(), client.Options{}) // a new client discovers the new kind
 		if err != nil {
 			return false, err
 		}
-		return c.List(ctx, list) == nil, nil
+		return c.List(ctx, l) == nil, nil
 	})
 }
 

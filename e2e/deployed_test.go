@@ -103,6 +103,7 @@ func TestDeployed(t *testing.T) {
 			}
 			t.Logf("%d images (built while the tests before ran) loaded in %s", len(deployArchives), time.Since(began).Round(time.Second))
 			installDatabaseCRD(ctx, t, cfg)
+			installServiceMonitorCRD(ctx, t, cfg)
 			return ctx
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -126,6 +127,9 @@ func TestDeployed(t *testing.T) {
 			rendered := deploy(ctx, t, cfg, p, deployExtra[p]...)
 			secretScope(ctx, t, c, p)
 			deployedBehaviour[p](ctx, t, c, work)
+			if slices.Contains(deployExtra[p], "--service-monitor") {
+				scrapedThroughServiceMonitor(ctx, t, cfg, p, work)
+			}
 			if restart, ok := duringRollingRestart[p]; ok {
 				restart(ctx, t, c, work)
 			}
@@ -194,8 +198,8 @@ func buildDeployImages() {
 }
 
 // deployExtra are install flags of a pattern beyond --image: mirror runs a standby for its
-// rolling restart; sharding three active replicas.
-var deployExtra = map[string][]string{"mirror": {"--replicas", "2"}, "sharding": {"--replicas", "3"}}
+// rolling restart and is scraped through its ServiceMonitor; sharding runs three active replicas.
+var deployExtra = map[string][]string{"mirror": {"--replicas", "2", "--service-monitor"}, "sharding": {"--replicas", "3"}}
 
 // duringRollingRestart checks a pattern through a rolling restart of its Deployment
 // (`kubectl rollout restart`): a webhook pattern answers a steady stream of admission requests

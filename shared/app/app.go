@@ -116,6 +116,8 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		fs.StringVar(&o.MemoryLimit, "memory-limit", "256Mi", "the container's memory limit")
 		nodeSelector := fs.String("node-selector", "", "key=value[,key=value]: the Pods' nodeSelector (default: none)")
 		tolerations := fs.String("tolerations", "", "key=value:Effect or key:Effect, comma-separated: the Pods' tolerations (default: none)")
+		networkPolicies := fs.Bool("network-policies", true, "with --image, NetworkPolicies that let only Pods of namespaces labelled metrics=enabled reach /metrics, and anyone the webhook port")
+		fs.BoolVar(&o.ServiceMonitor, "service-monitor", false, "with --image, a prometheus-operator ServiceMonitor of the metrics Service (its CRD must be installed)")
 		fs.StringVar(&o.Admission, "admission", AdmissionWebhook, "what enforces the admission rules: webhook, policy (ValidatingAdmissionPolicy and MutatingAdmissionPolicy, run by kube-apiserver: nothing to deploy for an admission-only pattern), or both")
 		run = func() error {
 			if *replicas < 0 || *replicas > 1000 {
@@ -128,7 +130,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 			if o.Tolerations, err = ParseTolerations(*tolerations); err != nil {
 				return usageError{err}
 			}
-			o.Replicas = int32(*replicas)
+			o.Replicas, o.NoNetworkPolicies = int32(*replicas), !*networkPolicies
 			objs, err := Objects(p, o)
 			if err != nil {
 				return err

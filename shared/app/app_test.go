@@ -267,11 +267,33 @@ func TestPlacementFlags(t *testing.T) {
 }
 
 func TestManifestsPrintsParsableYAML(t *testing.T) {
-	var out bytes.Buffer
-	if err := app.Execute(context.Background(), pattern, run, nil, []string{"manifests", "--image", "x/y:1"}, &out, os.Stderr); err != nil {
-		t.Fatal(err)
+	kinds := func(args ...string) []string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := app.Execute(context.Background(), pattern, run, nil, append([]string{"manifests", "--image", "x/y:1"}, args...), &out, os.Stderr); err != nil {
+			t.Fatal(err)
+		}
+		return decodeKinds(t, &out)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
+	rbac := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"ClusterRole", "ClusterRoleBinding", "ClusterRole"} // metrics auth, reader
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, append(rbac, "Service", "NetworkPolicy", "Deployment")},
+		{[]string{"--service-monitor", "--network-policies=false"}, append(rbac, "Service", "ServiceMonitor", "Deployment")},
+	} {
+		if d := cmp.Diff(c.want, kinds(c.args...)); d != "" {
+			t.Errorf("%v: kinds (-want +got):\n%s", c.args, d)
+		}
+	}
+}
+
+// decodeKinds reads a multi-document YAML stream: the kinds in order; no object carries a status.
+func decodeKinds(t *testing.T, out *bytes.Buffer) []string {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(out, 4096)
 	var got []string
 	for {
 		u := &unstructured.Unstructured{}
@@ -286,11 +308,7 @@ func TestManifestsPrintsParsableYAML(t *testing.T) {
 			t.Errorf("%s carries a status", u.GetKind())
 		}
 	}
-	want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-		"ClusterRole", "ClusterRoleBinding", "ClusterRole", "Service", "Deployment"} // metrics auth, reader, Service
-	if d := cmp.Diff(want, got); d != "" {
-		t.Fatalf("kinds (-want +got):\n%s", d)
-	}
+	return got
 }
 
 func TestBadUsage(t *testing.T) {

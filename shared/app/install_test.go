@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -182,7 +183,8 @@ func TestPruneAndUninstall(t *testing.T) {
 		t.Errorf("the first install pruned %q", pruned)
 	}
 	o.Image, o.WatchNamespaces = "", []string{"team-a"}
-	want := "deployment/gone -n default pruned\nservice/kpatterns-gone-metrics -n default pruned\nclusterrolebinding/kpatterns-gone pruned\nclusterrole/kpatterns-gone pruned\n"
+	want := "deployment/gone -n default pruned\nservice/kpatterns-gone-metrics -n default pruned\n" +
+		"networkpolicy/kpatterns-gone-allow-metrics -n default pruned\nclusterrolebinding/kpatterns-gone pruned\nclusterrole/kpatterns-gone pruned\n"
 	if pruned := apply(o); pruned != want {
 		t.Errorf("pruned after dropping --image and adding --watch-namespaces:\n%s\nwant:\n%s", pruned, want)
 	}
@@ -195,7 +197,7 @@ func TestPruneAndUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("uninstall:\n%s", out.String())
-	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{},
+	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &networkingv1.NetworkPolicyList{}, &corev1.ServiceAccountList{},
 		&rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}} {
 		if err := env.Client.List(ctx, l, client.MatchingLabels(app.Labels(p.Name))); err != nil {
 			t.Fatal(err)

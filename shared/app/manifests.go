@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -53,6 +54,10 @@ type Options struct {
 	// Admission is what serves the pattern's admission rules: AdmissionWebhook (the default),
 	// AdmissionPolicy or AdmissionBoth. For `run`: AdmissionPolicy starts no webhook server.
 	Admission string
+	// NoNetworkPolicies leaves out the Deployment's NetworkPolicies (networkPolicies).
+	NoNetworkPolicies bool
+	// ServiceMonitor renders a prometheus-operator ServiceMonitor of the metrics Service.
+	ServiceMonitor bool
 }
 
 // ParseTolerations reads --tolerations: comma-separated key=value:Effect (operator Equal) or
@@ -165,7 +170,14 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 		if err != nil {
 			return nil, err
 		}
-		objs = append(objs, metricsService(name, p.Name, o.Namespace, labels), d)
+		objs = append(objs, metricsService(name, p.Name, o.Namespace, labels))
+		if o.ServiceMonitor {
+			objs = append(objs, serviceMonitor(name, p.Name, o.Namespace, labels))
+		}
+		if !o.NoNetworkPolicies {
+			objs = append(objs, networkPolicies(name, p.Name, o.Namespace, labels, len(hooks) > 0)...)
+		}
+		objs = append(objs, d)
 		if *d.Spec.Replicas > 1 { // voluntary disruptions (a node drain) keep one replica serving
 			objs = append(objs, &policyv1.PodDisruptionBudget{ObjectMeta: meta(o.Namespace, p.Name),
 				Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: d.Spec.Selector}})
@@ -187,8 +199,10 @@ func operatorNamespaceObject(name string) *corev1.Namespace {
 
 // metricsService exposes the Deployment's HTTPS /metrics to a scraper.
 func metricsService(name, pattern, namespace string, labels map[string]string) *corev1.Service {
+	withComponent := map[string]string{componentLabel: "metrics"}
+	maps.Copy(withComponent, labels)
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-metrics", Namespace: namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-metrics", Namespace: namespace, Labels: withComponent},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app.kubernetes.io/name": pattern},
 			Ports:    []corev1.ServicePort{{Name: "https", Port: 8443, TargetPort: intstr.FromString("metrics")}},

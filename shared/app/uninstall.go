@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,6 +28,8 @@ var installed = []schema.GroupVersionKind{
 	appsv1.SchemeGroupVersion.WithKind("Deployment"),
 	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
+	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"),
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"},
 	corev1.SchemeGroupVersion.WithKind("Secret"), // --certs=self: the serving certificate
 	{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"},
 	{Group: "cert-manager.io", Version: "v1", Kind: "Issuer"},
@@ -102,7 +105,7 @@ func deleteLabelled(ctx context.Context, c client.Client, p Pattern, verb string
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := c.List(ctx, list, client.MatchingLabels(Labels(p.Name))); meta.IsNoMatchError(err) {
-			continue // cert-manager's kinds, where it is not installed
+			continue // cert-manager's and prometheus-operator's kinds, where they are not installed
 		} else if err != nil {
 			return fmt.Errorf("listing %ss: %w", strings.ToLower(gvk.Kind), err)
 		}
