@@ -4,7 +4,12 @@
 package app
 
 import (
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -12,31 +17,31 @@ import (
 // transform that keeps only what this pattern reads — which the shared cache could not hold
 // without starving another pattern composed into the same process (see MergeCache). It watches
 // namespaces (empty: all; pass the manager's --watch-namespaces) and strips managedFields as the
-// manager's cache does; configure sets its per-kind options (transforms, selectors). The manager starts it with its own caches and waits
-// for it to sync before any controller starts, and /readyz waits for it too. Read from it, and
-// watch it with source.Kind; writes go through the manager's client as always.
+// manager's cache does; configure sets its per-kind options (transforms, selectors).
+//
+// The cache is that of a cluster.Cluster added to the manager, as controller-runtime's
+// examples/multiclustersync adds one: the manager starts a Cluster's cache with its own and waits
+// for it to sync before any controller starts; /readyz waits for it too. The Cluster shares the
+// manager's scheme, REST mapper and HTTP client. Read from the cache, and watch it with
+// source.Kind; writes go through the manager's client as always.
 func OwnCache(mgr manager.Manager, name string, namespaces []string, configure func(*cache.Options)) (cache.Cache, error) {
-	o := cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		DefaultTransform: cache.TransformStripManagedFields()}
-	for _, ns := range namespaces {
-		if o.DefaultNamespaces == nil {
-			o.DefaultNamespaces = map[string]cache.Config{}
+	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
+		o.Scheme, o.HTTPClient = mgr.GetScheme(), mgr.GetHTTPClient()
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
+		for _, ns := range namespaces {
+			if o.Cache.DefaultNamespaces == nil {
+				o.Cache.DefaultNamespaces = map[string]cache.Config{}
+			}
+			o.Cache.DefaultNamespaces[ns] = cache.Config{}
 		}
-		o.DefaultNamespaces[ns] = cache.Config{}
-	}
-	configure(&o)
-	c, err := cache.New(mgr.GetConfig(), o)
+		configure(&o.Cache)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(ownCache{c}); err != nil {
+	if err := mgr.Add(cl); err != nil {
 		return nil, err
 	}
-	return c, mgr.AddReadyzCheck(name+"-cache", synced(name+"'s own caches", c))
+	return cl.GetCache(), mgr.AddReadyzCheck(name+"-cache", synced(name+"'s own caches", cl.GetCache()))
 }
-
-// ownCache makes the manager treat the cache as one of its caches (hasCache): started first,
-// synced before the controllers start.
-type ownCache struct{ cache.Cache }
-
-func (c ownCache) GetCache() cache.Cache { return c.Cache }
