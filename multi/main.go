@@ -29,20 +29,19 @@ import (
 // Name is the composition's name: its ServiceAccount, ClusterRole and Lease.
 const Name = "multi"
 
-// reloaderOptions are the reloader's flags of run (--coalesce-window).
-var reloaderOptions = reloader.Options{CoalesceWindow: reloader.DefaultCoalesceWindow}
-
 func main() {
 	p, err := app.Compose(Name, mirrorconfig.Pattern, reloaderconfig.Pattern, summaryconfig.Pattern)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "multi:", err)
 		os.Exit(1)
 	}
-	app.Main(p, func(ctx context.Context, cfg *rest.Config, o app.RunOptions) error { return run(ctx, p, cfg, o) }, reloaderOptions.BindFlags)
+	// The reloader's flags of run (--coalesce-window), filled when the command line is parsed.
+	ro := reloader.Options{CoalesceWindow: reloader.DefaultCoalesceWindow}
+	app.Main(p, func(ctx context.Context, cfg *rest.Config, o app.RunOptions) error { return run(ctx, p, cfg, o, ro) }, ro.BindFlags)
 }
 
 // run is `multi run`: one manager and the three patterns' controllers, served until SIGTERM.
-func run(ctx context.Context, p app.Pattern, cfg *rest.Config, o app.RunOptions) error {
+func run(ctx context.Context, p app.Pattern, cfg *rest.Config, o app.RunOptions, ro reloader.Options) error {
 	opts, err := app.ManagerOptions(p, o) // leader election, metrics, probes: the flags
 	if err != nil {
 		return err
@@ -51,8 +50,8 @@ func run(ctx context.Context, p app.Pattern, cfg *rest.Config, o app.RunOptions)
 	if err != nil {
 		return err
 	}
-	reloaderOptions.WatchNamespaces = o.WatchNamespaces
-	if err := setup(mgr, reloaderOptions); err != nil {
+	ro.WatchNamespaces = o.WatchNamespaces
+	if err := setup(mgr, ro); err != nil {
 		return err
 	}
 	return app.Start(ctx, mgr)

@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	setupAll := func(mgr manager.Manager) error { return setup(mgr, reloaderOptions) }
+	setupAll := func(mgr manager.Manager) error {
+		return setup(mgr, reloader.Options{CoalesceWindow: reloader.DefaultCoalesceWindow})
+	}
 	testenv.Main(m, testenv.Pattern{Pattern: p, AddToScheme: summaryv1alpha1.AddToScheme, NewManager: newManager, Setup: setupAll},
 		func(e *testenv.Env) { env = e })
 }

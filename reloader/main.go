@@ -17,13 +17,16 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-// options are the reloader's own flags of run (--coalesce-window).
-var options = controller.Options{CoalesceWindow: controller.DefaultCoalesceWindow}
-
-func main() { app.Main(config.Pattern, run, options.BindFlags) }
+func main() {
+	// The reloader's own flags of run (--coalesce-window), filled when the command line is parsed.
+	options := controller.Options{CoalesceWindow: controller.DefaultCoalesceWindow}
+	app.Main(config.Pattern, func(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
+		return run(ctx, cfg, o, options)
+	}, options.BindFlags)
+}
 
 // run is `reloader run`: the manager and the reloader's controllers, served until SIGTERM.
-func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
+func run(ctx context.Context, cfg *rest.Config, o app.RunOptions, options controller.Options) error {
 	opts, err := app.ManagerOptions(config.Pattern, o) // leader election, metrics, probes: the flags
 	if err != nil {
 		return err

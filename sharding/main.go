@@ -32,13 +32,14 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.member, "member", host, "this replica's name in the ring, unique among the replicas (default: the host name, in a Pod its name)")
 }
 
-var f flags
-
-func main() { app.Main(config.Pattern, run, f.bind) }
+func main() {
+	var f flags // filled when the command line is parsed
+	app.Main(config.Pattern, func(ctx context.Context, cfg *rest.Config, o app.RunOptions) error { return run(ctx, cfg, o, f) }, f.bind)
+}
 
 // run is `sharding run`: the manager (leader election for the coordinator, metrics, probes) and
 // the ring's member, served until SIGTERM.
-func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
+func run(ctx context.Context, cfg *rest.Config, o app.RunOptions, f flags) error {
 	if !o.LeaderElect {
 		return fmt.Errorf("sharding needs --leader-elect: the leader assigns the ranges")
 	}
