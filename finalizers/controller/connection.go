@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/kpatterns/kpatterns/finalizers/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/finalizers/provider"
@@ -91,11 +92,15 @@ func (r *Reconciler) credentials(ctx context.Context, db *v1alpha1.PostgresDatab
 	_, _ = rand.Read(b[:])
 	w.Password = hex.EncodeToString(b[:])
 	s = &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: CredentialsSecret(db), Namespace: db.Namespace, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: v1alpha1.GroupVersion.String(), Kind: "PostgresDatabase", Name: db.Name, UID: db.UID, Controller: new(true)}}},
-		Type: corev1.SecretTypeOpaque,
+		ObjectMeta: metav1.ObjectMeta{Name: CredentialsSecret(db), Namespace: db.Namespace},
+		Type:       corev1.SecretTypeOpaque,
 		StringData: map[string]string{"username": w.Role, "password": w.Password, "database": w.Database,
 			"host": w.Conn.Host, "port": w.Conn.Port},
+	}
+	// Collected with its PostgresDatabase, without blocking that object's foreground deletion,
+	// which would take update of postgresdatabases/finalizers: a permission this needs nowhere else.
+	if err := controllerutil.SetControllerReference(db, s, r.Client.Scheme(), controllerutil.WithBlockOwnerDeletion(false)); err != nil {
+		return false, err
 	}
 	if err := r.Client.Create(ctx, s); err != nil {
 		return false, err // AlreadyExists: created meanwhile; the retry reads it

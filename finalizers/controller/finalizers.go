@@ -79,8 +79,8 @@ const (
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresdatabases,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresdatabases/status,verbs=patch
 // +kubebuilder:rbac:groups=patterns.kpatterns.dev,resources=postgresservers,verbs=list;watch
-// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;create
-// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get,namespace=system
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Options are the pattern's flags of `run`.

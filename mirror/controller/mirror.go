@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -24,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -170,7 +172,9 @@ func (r *Reconciler) converge(ctx context.Context, src, child *corev1.ConfigMap)
 		return nil
 	}
 	updated := child.DeepCopy()
-	desired(src, updated)
+	if err := desired(src, updated, r.Client.Scheme()); err != nil {
+		return err
+	}
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return fmt.Errorf("updating %s: %w", child.Name, err)
 	}
@@ -181,7 +185,9 @@ func (r *Reconciler) converge(ctx context.Context, src, child *corev1.ConfigMap)
 // (reported, never touched) or ours without our label (repaired); the one live read tells which.
 func (r *Reconciler) create(ctx context.Context, src *corev1.ConfigMap, key client.ObjectKey) (reconcile.Result, error) {
 	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
-	desired(src, child)
+	if err := desired(src, child, r.Client.Scheme()); err != nil {
+		return reconcile.Result{}, err
+	}
 	err := r.Client.Create(ctx, child)
 	if !apierrors.IsAlreadyExists(err) {
 		return reconcile.Result{}, err
@@ -228,20 +234,19 @@ func (r *Reconciler) conflict(src *corev1.ConfigMap, child string) {
 }
 
 // desired sets what the mirror owns on a child: its label, the controller ownerReference, and the
-// complete data and binaryData of the source.
-func desired(src, child *corev1.ConfigMap) {
+// complete data and binaryData of the source. A child another controller owns is an error; the
+// callers never pass one (they report it as a conflict instead).
+func desired(src, child *corev1.ConfigMap, scheme *runtime.Scheme) error {
 	if child.Labels == nil {
 		child.Labels = map[string]string{}
 	}
 	child.Labels[Label] = Child
-	if metav1.GetControllerOf(child) == nil {
-		child.OwnerReferences = append(child.OwnerReferences, metav1.OwnerReference{
-			APIVersion: "v1", Kind: "ConfigMap", Name: src.Name, UID: src.UID,
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		})
+	if err := controllerutil.SetControllerReference(src, child, scheme); err != nil {
+		return err
 	}
 	child.Data = src.Data
 	child.BinaryData = src.BinaryData
+	return nil
 }
 
 // converged reports whether a child owned by src needs no write.

@@ -7,6 +7,8 @@ import (
 	"context"
 	"testing"
 
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,7 +105,9 @@ func TestDesiredReplacesDataAndKeepsOthersFields(t *testing.T) {
 	child.Labels = map[string]string{"team": "x"}
 	child.Data = map[string]string{"a": "0", "stale": "yes"}
 	child.BinaryData = map[string][]byte{"old": {1}}
-	desired(src, child)
+	if err := desired(src, child, clientgoscheme.Scheme); err != nil {
+		t.Fatal(err)
+	}
 	if d := cmp.Diff(map[string]string{"a": "1"}, child.Data); d != "" {
 		t.Errorf("data (-want +got): %s", d)
 	}
@@ -117,7 +121,9 @@ func TestDesiredReplacesDataAndKeepsOthersFields(t *testing.T) {
 	if o == nil || o.UID != "u1" || o.Kind != "ConfigMap" || o.Name != "app" || !*o.BlockOwnerDeletion {
 		t.Errorf("controller reference = %+v", o)
 	}
-	desired(src, child) // idempotent: one controller reference
+	if err := desired(src, child, clientgoscheme.Scheme); err != nil { // idempotent: one controller reference
+		t.Fatal(err)
+	}
 	if len(child.OwnerReferences) != 1 {
 		t.Errorf("ownerReferences = %v", child.OwnerReferences)
 	}

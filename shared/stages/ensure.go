@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 // Labels and annotations Ensure sets on every child.
@@ -106,14 +106,9 @@ func (s *Scope[T]) desiredUnstructured(desired ApplyConfiguration) (*unstructure
 		return nil, err
 	}
 	sum := sha256.Sum256(b)
-	gvk, err := s.c.Client.GroupVersionKindFor(s.Object)
-	if err != nil {
+	if err := controllerutil.SetControllerReference(s.Object, u, s.c.Client.Scheme()); err != nil {
 		return nil, err
 	}
-	u.SetOwnerReferences([]metav1.OwnerReference{{
-		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: s.Object.GetName(), UID: s.Object.GetUID(),
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-	}})
 	labels := u.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
