@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kpatterns/kpatterns/childset/api/v1alpha1"
@@ -176,7 +177,9 @@ func (h *hookedDelete) Delete(ctx context.Context, obj client.Object, opts ...cl
 // delete is not deleted: the UID precondition fails, the live re-read shows a foreign object.
 func TestChildRecreatedBeforeTheDeleteIsKept(t *testing.T) {
 	ns := env.Namespace(t)
-	mgr := env.IdleManager(t, controller.SetupIndexes)
+	mgr := env.IdleManager(t, func(mgr manager.Manager) error {
+		return controller.SetupIndexes(context.Background(), mgr.GetFieldIndexer())
+	})
 	ctx := context.Background()
 	r, err := controller.NewReconciler(mgr)
 	if err != nil {

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // start runs the reloader as its ServiceAccount until the test ends, and returns a cache built as
-// the reloader builds its own (CacheOptions, IndexWorkloads) in the same namespaces, to read what
+// the reloader builds its own (CacheOptions, SetupIndexes) in the same namespaces, to read what
 // the reloader reads.
 func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manager.Manager, cache.Cache) {
 	t.Helper()
@@ -57,7 +57,7 @@ func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manag
 		if c, err = app.OwnCache(mgr, "test", watchNamespaces, controller.CacheOptions); err != nil {
 			return err
 		}
-		if err := controller.IndexWorkloads(context.Background(), c); err != nil {
+		if err := controller.SetupIndexes(context.Background(), c); err != nil {
 			return err
 		}
 		return controller.Setup(mgr, o)

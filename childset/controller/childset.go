@@ -79,15 +79,16 @@ func IndexConfigMapByBundleUID(obj client.Object) []string {
 	return nil
 }
 
-// SetupIndexes registers the field index the reconciler lists children by.
-func SetupIndexes(mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.ConfigMap{}, ConfigMapByBundleUIDIndex, IndexConfigMapByBundleUID)
+// SetupIndexes registers the field index the reconciler lists children by on indexer, the cache
+// it reads (the manager's: mgr.GetFieldIndexer()).
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &corev1.ConfigMap{}, ConfigMapByBundleUIDIndex, IndexConfigMapByBundleUID)
 }
 
 // Setup registers the index and the controller: Bundle spec changes and any change to a child it
 // controls (its deletion included) reconcile the Bundle.
 func Setup(mgr ctrl.Manager) error {
-	if err := SetupIndexes(mgr); err != nil {
+	if err := SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	r, err := NewReconciler(mgr)

@@ -170,10 +170,16 @@ func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
 		func(s *stages.Scope[*v1alpha1.ConfigProfile]) *State { return &State{Scope: s} }, Stages)
 }
 
+// SetupIndexes registers the field index the input ConfigMap watch maps through on indexer, the
+// cache it reads (the manager's: mgr.GetFieldIndexer()).
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.ConfigProfile{}, ProfileByInputIndex, IndexProfileByInput)
+}
+
 // Setup registers the index and the controller: spec changes, owned children, and changes to an
 // input ConfigMap reconcile the profile.
 func Setup(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ConfigProfile{}, ProfileByInputIndex, IndexProfileByInput); err != nil {
+	if err := SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	r, err := NewReconciler(mgr)

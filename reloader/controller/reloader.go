@@ -172,10 +172,11 @@ func CacheOptions(o *cache.Options) {
 	app.CacheByObject(o, &corev1.Secret{}, cache.ByObject{Transform: Project})
 }
 
-// IndexWorkloads registers WorkloadBySourceIndex on c for every workload kind.
-func IndexWorkloads(ctx context.Context, c cache.Cache) error {
+// SetupIndexes registers the field indexes the controllers read through on indexer, the cache they
+// read (the reloader's own: Setup): WorkloadBySourceIndex for every workload kind.
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	for _, w := range Workloads {
-		if err := c.IndexField(ctx, w.New(), WorkloadBySourceIndex, IndexWorkloadBySource(w)); err != nil {
+		if err := indexer.IndexField(ctx, w.New(), WorkloadBySourceIndex, IndexWorkloadBySource(w)); err != nil {
 			return err
 		}
 	}
@@ -200,21 +201,21 @@ func MapSourceToWorkloads(c client.Reader, w WorkloadKind, kind Kind) handler.Ma
 	return index.MapByKey(c, w.NewList, WorkloadBySourceIndex, func(o client.Object) string { return Ref{Kind: kind, Name: o.GetName()}.Key() })
 }
 
-// Setup builds the reloader's own cache (CacheOptions, IndexWorkloads) and one controller per
+// Setup builds the reloader's own cache (CacheOptions, SetupIndexes) and one controller per
 // workload kind (Controllers), reading that cache.
 func Setup(mgr ctrl.Manager, o Options) error {
 	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, CacheOptions)
 	if err != nil {
 		return err
 	}
-	if err := IndexWorkloads(context.Background(), c); err != nil {
+	if err := SetupIndexes(context.Background(), c); err != nil {
 		return err
 	}
 	return Controllers(mgr, c, c, o)
 }
 
 // Controllers adds one controller per workload kind to mgr, watching c (indexed by
-// IndexWorkloads) and reading through read: c itself when it holds projections (Setup); a cache of
+// SetupIndexes) and reading through read: c itself when it holds projections (Setup); a cache of
 // whole objects must be read through a reader that projects sources as Project does, since the
 // digests are digests of projections.
 func Controllers(mgr ctrl.Manager, c cache.Cache, read client.Reader, o Options) error {

@@ -78,9 +78,15 @@ type Reconciler struct {
 	Client client.Client
 }
 
+// SetupIndexes registers the field index the Pod watch maps through on indexer, the cache it reads
+// (the manager's: mgr.GetFieldIndexer()).
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.Workload{}, WorkloadBySelectorIndex, IndexWorkloadBySelector)
+}
+
 // Setup registers the index and the controller.
 func Setup(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Workload{}, WorkloadBySelectorIndex, IndexWorkloadBySelector); err != nil {
+	if err := SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

@@ -48,7 +48,7 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := controller.IndexWorkloads(ctx, c); err != nil {
+	if err := controller.SetupIndexes(ctx, c); err != nil {
 		return err
 	}
 	err = controller.Controllers(mgr, c, projecting{c}, controller.Options{CoalesceWindow: controller.DefaultCoalesceWindow})
