@@ -39,6 +39,7 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/index"
+	"github.com/kpatterns/kpatterns/shared/stages"
 )
 
 const (
@@ -357,7 +358,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	// Server-side apply owns just these two annotations; a template annotation applied unchanged
 	// changes nothing, so only a rollout changes the template (and its generation).
-	if err := r.Client.Apply(ctx, w.Apply(obj.GetName(), obj.GetNamespace(), meta, template), client.FieldOwner(app.FieldManager(Name)), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, w.Apply(obj.GetName(), obj.GetNamespace(), meta, template), client.FieldOwner(stages.FieldManager(Name)), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, err
 	}
 	if roll {

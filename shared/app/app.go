@@ -42,9 +42,6 @@ type Pattern struct {
 // webhooks, and serves until ctx ends.
 type RunFunc func(ctx context.Context, cfg *rest.Config, o RunOptions) error
 
-// FieldManager is the server-side apply field manager a pattern's controller writes with.
-func FieldManager(pattern string) string { return "kpatterns-" + pattern }
-
 // InstallFieldManager is the field manager `install` applies with.
 const InstallFieldManager = "kpatterns-install"
 

@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/conditions"
 	"github.com/kpatterns/kpatterns/shared/status"
 )
@@ -103,6 +102,10 @@ type Stage[S any] struct {
 	Run   func(ctx context.Context, s S) Result
 }
 
+// FieldManager is the server-side apply field manager a pattern's controller writes with, and the
+// value of ManagedByLabel on the children it makes.
+func FieldManager(pattern string) string { return "kpatterns-" + pattern }
+
 // Clients are what a stages reconciler reads and writes with.
 type Clients struct {
 	Client    client.Client // cache reads, writes
@@ -140,7 +143,7 @@ func New[T Object, S any](mgr manager.Manager, pattern string, newObject func() 
 	}
 	return &Reconciler[T, S]{
 		Clients: Clients{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(pattern),
-			FieldManager: app.FieldManager(pattern), ManagedBy: app.FieldManager(pattern)},
+			FieldManager: FieldManager(pattern), ManagedBy: FieldManager(pattern)},
 		newObject: newObject, newState: newState, stages: table,
 	}, nil
 }
@@ -297,8 +300,11 @@ func minPositive(a, b time.Duration) time.Duration {
 // (label app.kubernetes.io/managed-by=kpatterns-<pattern>), so memory follows the number of
 // custom resources, not every object of those kinds in the cluster.
 func CacheChildren(o *cache.Options, pattern string, kinds ...client.Object) {
-	children := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: app.FieldManager(pattern)})}
+	children := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: FieldManager(pattern)})}
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
 	for _, k := range kinds {
-		app.CacheByObject(o, k, children)
+		o.ByObject[k] = children
 	}
 }
