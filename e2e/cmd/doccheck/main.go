@@ -3,8 +3,9 @@
 
 // Command doccheck fails when a document names something the repository does not have: an
 // environment variable KPATTERNS_* that no code or script reads, a `go tool task <target>` the
-// Taskfile lacks, a relative link to a missing file, a Go file without the license header, or a
-// README pattern table that is not go.work's list of patterns.
+// Taskfile lacks, a command-line flag (--name) that no command of the repository defines, a
+// relative link to a missing file, a Go file without the license header, or a README pattern
+// table that is not go.work's list of patterns.
 // `go tool task lint` runs it from the repository root:
 //
 //	go run ./e2e/cmd/doccheck .
@@ -39,7 +40,22 @@ var (
 	linkRef  = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
 	external = regexp.MustCompile(`^[a-z]+:`)
 	tableRow = regexp.MustCompile(`^\| \[([a-z0-9]+)\]\(([a-z0-9]+)/README\.md\) \|`)
+	// flagRef is a --flag a document names; flagDef a flag a Go file defines on a flag.FlagSet
+	// (fs.StringVar(&v, "name", …), fs.Bool("name", …), …).
+	flagRef = regexp.MustCompile(`(?:^|[^A-Za-z0-9-])--([a-z][a-z0-9-]*)`)
+	flagDef = regexp.MustCompile(`\.(?:String|Bool|Int|Int64|Uint|Float64|Duration|Func|BoolFunc|Var|TextVar)(?:Var)?\((?:[^"()]*,\s*)?"([a-z][a-z0-9-]*)"`)
 )
+
+// otherFlags are flags the documents name that are not this repository's own: those a dependency
+// binds on its commands (controller-runtime's zap options), and other tools' (on lines naming
+// kubectl, the flags are kubectl's and are not checked).
+var otherFlags = map[string]string{
+	"zap-devel": "controller-runtime", "zap-encoder": "controller-runtime", "zap-log-level": "controller-runtime",
+	"zap-stacktrace-level": "controller-runtime", "zap-time-encoding": "controller-runtime",
+	"feature-gates": "kube-apiserver", "max-requests-inflight": "kube-apiserver",
+	"max-mutating-requests-inflight": "kube-apiserver", "enable-aggregator-routing": "kube-apiserver",
+	"list-all": "go-task",
+}
 
 func main() {
 	root := "."
@@ -67,7 +83,8 @@ func Check(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	code := map[string]bool{} // KPATTERNS_* names that code or scripts mention
+	code := map[string]bool{}  // KPATTERNS_* names that code or scripts mention
+	flags := map[string]bool{} // flags a command of the repository defines
 	var docs, goFiles []string
 	for _, f := range files {
 		switch {
@@ -90,6 +107,11 @@ func Check(root string) ([]string, error) {
 		for _, n := range envName.FindAll(b, -1) {
 			code[string(n)] = true
 		}
+		if strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") {
+			for _, m := range flagDef.FindAllSubmatch(b, -1) {
+				flags[string(m[1])] = true
+			}
+		}
 	}
 	targets, err := taskTargets(filepath.Join(root, "Taskfile.yml"))
 	if err != nil {
@@ -106,6 +128,11 @@ func Check(root string) ([]string, error) {
 			for _, n := range envName.FindAllString(line, -1) {
 				if !code[n] {
 					problems = append(problems, fmt.Sprintf("%s: %s is read by no code or script", at, n))
+				}
+			}
+			for _, m := range flagRef.FindAllStringSubmatch(line, -1) {
+				if _, other := otherFlags[m[1]]; !flags[m[1]] && !other && !strings.Contains(line, "kubectl ") {
+					problems = append(problems, fmt.Sprintf("%s: --%s: no command of the repository defines this flag", at, m[1]))
 				}
 			}
 			for _, m := range taskRef.FindAllStringSubmatch(line, -1) {

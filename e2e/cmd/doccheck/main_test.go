@@ -1,9 +1,6 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Copyright 2026 The kpatterns Authors.
-// SPDX-License-Identifier: Apache-2.0
-
 package main
 
 import (
@@ -27,7 +24,7 @@ func TestRepositoryPasses(t *testing.T) {
 func TestPlantedNamesFail(t *testing.T) {
 	root := t.TempDir()
 	write(t, root, "Taskfile.yml", "version: '3'\ntasks:\n  test: {cmds: [go test ./...]}\n  cluster:up: {cmds: [true]}\n")
-	write(t, root, "main.go", Header+"\npackage main\n\nvar _ = \"KPATTERNS_BENCH_OUT\"\n")
+	write(t, root, "main.go", Header+"\npackage main\n\nvar _ = \"KPATTERNS_BENCH_OUT\"\n\nfunc bind() { fs.StringVar(&o.Image, \"image\", \"\", \"\"); fs.Bool(\"crds\", false, \"\") }\n")
 	write(t, root, "bad.go", "package main\n")
 	write(t, root, "docs/page.md", "# page\n")
 	write(t, root, "README.md", strings.Join([]string{
@@ -36,6 +33,8 @@ func TestPlantedNamesFail(t *testing.T) {
 		"[gone](docs/gone.md)",
 		"| [alpha](alpha/README.md) | one |",
 		"| [gamma](gamma/README.md) | not in go.work |",
+		"`alpha install --image x --crds --zap-log-level 2`; `alpha run --frobnicate`",
+		"kubectl apply --dry-run=server -f x.yaml # kubectl's flags are not checked",
 	}, "\n"))
 	write(t, root, "alpha/README.md", "# alpha\n")
 	write(t, root, "go.work", "go 1.26\n\nuse (\n\t./alpha\n\t./beta\n\t./shared\n)\n")
@@ -48,6 +47,7 @@ func TestPlantedNamesFail(t *testing.T) {
 		"README.md:2: go tool task bench: no such task in Taskfile.yml",
 		"README.md:3: link to docs/gone.md: no such file",
 		"README.md:5: link to gamma/README.md: no such file",
+		"README.md:6: --frobnicate: no command of the repository defines this flag",
 		"README.md:5: gamma in the pattern table is not a pattern of go.work (or is listed twice)",
 		"README.md: pattern beta (go.work) is missing from the pattern table",
 		`bad.go:1: no license header ("` + Header + `", as hack/boilerplate.go.txt)`,
