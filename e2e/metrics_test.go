@@ -177,15 +177,15 @@ func scrapedThroughServiceMonitor(ctx context.Context, t *testing.T, cfg *envcon
 	token := serviceAccountToken(ctx, t, cfg, ns, "prometheus")
 	ep := sm.Spec.Endpoints[0]
 	insecure := ep.TLSConfig != nil && ptr.Deref(ep.TLSConfig.InsecureSkipVerify, false)
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: deployedNamespace, Name: p}, d); err != nil {
+		t.Fatal(err)
+	}
 	var targets []string
 	waitFor(t, "the metrics Service's ready endpoints, one per replica", func(ctx context.Context) (bool, error) {
 		slices := &discoveryv1.EndpointSliceList{}
 		if err := c.List(ctx, slices, client.InNamespace(sm.Namespace),
 			client.MatchingLabels{discoveryv1.LabelServiceName: services.Items[0].Name}); err != nil {
-			return false, err
-		}
-		d := &appsv1.Deployment{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: deployedNamespace, Name: p}, d); err != nil {
 			return false, err
 		}
 		targets = targets[:0]

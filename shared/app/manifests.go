@@ -175,7 +175,7 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 			objs = append(objs, serviceMonitor(name, p.Name, o.Namespace, labels))
 		}
 		if !o.NoNetworkPolicies {
-			objs = append(objs, networkPolicies(name, p.Name, o.Namespace, labels, len(hooks) > 0)...)
+			objs = append(objs, networkPolicies(name, o.Namespace, *d.Spec.Selector, labels, len(hooks) > 0)...)
 		}
 		objs = append(objs, d)
 		if *d.Spec.Replicas > 1 { // voluntary disruptions (a node drain) keep one replica serving
@@ -205,7 +205,7 @@ func metricsService(name, pattern, namespace string, labels map[string]string) *
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-metrics", Namespace: namespace, Labels: withComponent},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app.kubernetes.io/name": pattern},
-			Ports:    []corev1.ServicePort{{Name: "https", Port: 8443, TargetPort: intstr.FromString("metrics")}},
+			Ports:    []corev1.ServicePort{{Name: metricsPortName, Port: 8443, TargetPort: intstr.FromString("metrics")}},
 		},
 	}
 }

@@ -16,15 +16,17 @@ import (
 // metrics NetworkPolicy lets them in; kubebuilder's config/network-policy uses the same label).
 const MetricsNamespaceLabel = "metrics"
 
+// metricsPortName is the metrics Service's port, which the ServiceMonitor's endpoint names.
+const metricsPortName = "https"
+
 // componentLabel tells the metrics Service from the webhook Service of the same pattern.
 const componentLabel = "app.kubernetes.io/component"
 
-// networkPolicies admit, to the Deployment's Pods, the metrics port from Pods in namespaces
+// networkPolicies admit, to the Deployment's Pods (pods, its selector), the metrics port from Pods in namespaces
 // labelled metrics=enabled, and the webhook port from anywhere: the API server calls webhooks
 // from its own address, which no selector names. On a network that enforces NetworkPolicy, other
 // Pods reach neither; the kubelet's probes come from the node, which such networks admit.
-func networkPolicies(name, pattern, namespace string, labels map[string]string, webhooks bool) []client.Object {
-	pods := metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": pattern}}
+func networkPolicies(name, namespace string, pods metav1.LabelSelector, labels map[string]string, webhooks bool) []client.Object {
 	port := func(n string) []networkingv1.NetworkPolicyPort {
 		return []networkingv1.NetworkPolicyPort{{Protocol: new(corev1.ProtocolTCP), Port: new(intstr.FromString(n))}}
 	}
@@ -54,7 +56,7 @@ func serviceMonitor(name, pattern, namespace string, labels map[string]string) c
 		"spec": map[string]any{
 			"selector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": pattern, componentLabel: "metrics"}},
 			"endpoints": []any{map[string]any{
-				"port": "https", "scheme": "https", "path": "/metrics",
+				"port": metricsPortName, "scheme": "https", "path": "/metrics",
 				"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
 				"tlsConfig":       map[string]any{"insecureSkipVerify": true},
 			}},
