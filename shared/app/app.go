@@ -55,6 +55,7 @@ commands:
   install   (the flags of manifests)                                    server-side apply it with the current kubeconfig,
                                                                           and delete what an earlier install applied that it no longer renders
   uninstall [--crds]                                                      delete what install applied (the CRDs, and every object of them, only with --crds)
+  chart     --dir DIR --image IMG (the flags of manifests)               write a Helm chart whose default values render what manifests does
   run       [--as-service-account] [--leader-elect=false] [--leader-elect-lease-duration D] [--watch-namespaces NS,...]
             [--webhook-port N] [--webhook-host H] [--cert-dir DIR]      run in the foreground
             [--certs self] [--enable-http2] [--admission webhook|policy]
@@ -100,7 +101,7 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 	watch := fs.String("watch-namespaces", "", "comma-separated namespaces to watch (empty: all)")
 	var run func() error
 	switch cmd {
-	case "manifests", "install", "uninstall":
+	case "manifests", "install", "uninstall", "chart":
 		run = deployCommand(ctx, p, cmd, fs, &o, stdout, stderr)
 	case "run":
 		var err error
@@ -146,6 +147,10 @@ func deployCommand(ctx context.Context, p Pattern, cmd string, fs *flag.FlagSet,
 	networkPolicies := fs.Bool("network-policies", true, "with --image, NetworkPolicies that let only Pods of namespaces labelled metrics=enabled reach /metrics, and anyone the webhook port")
 	fs.BoolVar(&o.ServiceMonitor, "service-monitor", false, "with --image, a prometheus-operator ServiceMonitor of the metrics Service (its CRD must be installed)")
 	fs.StringVar(&o.Admission, "admission", AdmissionWebhook, "what enforces the admission rules: webhook, policy (ValidatingAdmissionPolicy and MutatingAdmissionPolicy, run by kube-apiserver: nothing to deploy for an admission-only pattern), or both")
+	dir := new("")
+	if cmd == "chart" {
+		fs.StringVar(dir, "dir", "", "the directory to write the Helm chart into (replaced)")
+	}
 	return func() error {
 		if *replicas < 0 || *replicas > 1000 {
 			return usageError{fmt.Errorf("--replicas %d: want 1 to 1000 (0: the default)", *replicas)}
@@ -158,6 +163,9 @@ func deployCommand(ctx context.Context, p Pattern, cmd string, fs *flag.FlagSet,
 			return usageError{err}
 		}
 		o.Replicas, o.NoNetworkPolicies = int32(*replicas), !*networkPolicies
+		if cmd == "chart" {
+			return WriteChart(p, *o, *dir)
+		}
 		objs, err := Objects(p, *o)
 		if err != nil {
 			return err

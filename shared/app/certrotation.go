@@ -5,9 +5,12 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -116,22 +120,43 @@ func certManagerCertificate(p Pattern, namespace string) string {
 	return namespace + "/kpatterns-" + p.Name + "-serving"
 }
 
-// gatedServer is a webhook server that starts serving once ready is closed: with --certs=self,
-// once cert-controller has put the certificate where the server reads it and its CA into the
-// webhook configurations. Until then the Pod is not ready, so no call reaches it.
-type gatedServer struct {
-	*webhook.DefaultServer
-	ready chan struct{}
+// servingCert is the webhook server's certificate with --certs=self: the server starts with the
+// manager and its GetCertificate (a TLS option, controller-runtime's way to take the certificate
+// over) refuses handshakes until cert-controller has written the certificate and injected its CA
+// (ready); from then on it serves what controller-runtime's certificate watcher reads from the
+// directory, rotations included. The readiness check (AddProbes: ServesValidCertificate) fails
+// until then, so no call is routed to the Pod before it can answer it.
+type servingCert struct {
+	ready   chan struct{}
+	dir     string
+	watcher atomic.Pointer[certwatcher.CertWatcher]
 }
 
-func (s *gatedServer) Start(ctx context.Context) error {
+func (s *servingCert) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	w := s.watcher.Load()
+	if w == nil {
+		return nil, errors.New("the serving certificate is not issued yet")
+	}
+	return w.GetCertificate(hello)
+}
+
+// Start waits for the certificate, then watches its files until ctx ends.
+func (s *servingCert) Start(ctx context.Context) error {
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
 		return nil
 	}
-	return s.DefaultServer.Start(ctx)
+	w, err := certwatcher.New(filepath.Join(s.dir, corev1.TLSCertKey), filepath.Join(s.dir, corev1.TLSPrivateKeyKey))
+	if err != nil {
+		return err
+	}
+	s.watcher.Store(w)
+	return w.Start(ctx)
 }
+
+// NeedLeaderElection: every replica serves.
+func (s *servingCert) NeedLeaderElection() bool { return false }
 
 // AddCertRotator adds cert-controller's rotator to mgr when `run --certs=self` (the Deployment
 // rendered with --certs=self passes it): it creates the CA and serving certificate in the Secret
@@ -146,9 +171,14 @@ func AddCertRotator(mgr manager.Manager, p Pattern, o RunOptions) error {
 	if o.Certs != CertsSelf {
 		return fmt.Errorf("run --certs %q: want %s (or nothing: files in --cert-dir)", o.Certs, CertsSelf)
 	}
-	gate, ok := mgr.GetWebhookServer().(*gatedServer)
+	server, ok := mgr.GetWebhookServer().(*webhook.DefaultServer)
 	if !ok {
-		return errors.New("run --certs=self: the manager's webhook server is not the one ManagerOptions made")
+		return fmt.Errorf("run --certs=self: the manager's webhook server is a %T, not the one ManagerOptions made", mgr.GetWebhookServer())
+	}
+	cert := &servingCert{ready: make(chan struct{}), dir: o.CertDir}
+	server.Options.TLSOpts = append(server.Options.TLSOpts, func(c *tls.Config) { c.GetCertificate = cert.GetCertificate })
+	if err := mgr.Add(cert); err != nil {
+		return err
 	}
 	mutating, validating, err := webhookConfigs(p.Config)
 	if err != nil {
@@ -170,7 +200,7 @@ func AddCertRotator(mgr manager.Manager, p Pattern, o RunOptions) error {
 		CAOrganization: "kpatterns",
 		DNSName:        host,
 		ExtraDNSNames:  []string{host + ".cluster.local", p.Name + "." + o.Namespace},
-		IsReady:        gate.ready,
+		IsReady:        cert.ready,
 		Webhooks:       hooks,
 		FieldOwner:     "kpatterns-" + p.Name + "-certs",
 		ControllerName: "kpatterns-" + p.Name + "-certs",

@@ -236,41 +236,13 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 	case replicas == 0:
 		replicas = 1
 	}
-	quantity := func(flag, s, def string) (resource.Quantity, error) {
-		if s == "" {
-			s = def
-		}
-		q, err := resource.ParseQuantity(s)
-		if err != nil {
-			return q, fmt.Errorf("--%s %q: %w", flag, s, err)
-		}
-		return q, nil
-	}
-	cpu, err := quantity("cpu-request", o.CPURequest, "10m")
-	if err != nil {
-		return nil, err
-	}
-	memory, err := quantity("memory-request", o.MemoryRequest, "64Mi")
-	if err != nil {
-		return nil, err
-	}
-	limit, err := quantity("memory-limit", o.MemoryLimit, "256Mi")
+	resources, err := containerResources(o)
 	if err != nil {
 		return nil, err
 	}
 	command := strings.Fields(o.Command)
 	if len(command) == 0 {
 		command = []string{"/manager"}
-	}
-	args := []string{"run"}
-	if webhooks && o.Certs == CertsSelf {
-		args = append(args, "--certs="+CertsSelf)
-	}
-	if o.Admission == AdmissionPolicy { // the policies serve the rules: no webhook server
-		args = append(args, "--admission="+AdmissionPolicy)
-	}
-	if len(o.WatchNamespaces) > 0 {
-		args = append(args, "--watch-namespaces="+strings.Join(o.WatchNamespaces, ","))
 	}
 	probe := func(p string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -296,7 +268,7 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
-						Name: "manager", Image: o.Image, Command: command, Args: args,
+						Name: "manager", Image: o.Image, Command: command, Args: runArgs(o, webhooks),
 						Env: []corev1.EnvVar{{Name: "KPATTERNS_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 							// run sets the Go runtime's soft limit below it (SetMemoryLimit).
@@ -306,10 +278,7 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 							{Name: "probes", ContainerPort: 8081}, {Name: "metrics", ContainerPort: 8443}},
 						LivenessProbe:  probe("/healthz"),
 						ReadinessProbe: probe("/readyz"),
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: limit},
-						},
+						Resources:      resources,
 						SecurityContext: &corev1.SecurityContext{
 							RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
@@ -321,19 +290,70 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 			},
 		},
 	}
-	if webhooks { // serve on the webhook port with the mounted TLS Secret
-		spec := &d.Spec.Template.Spec
-		// A terminating replica keeps serving until the API server has stopped sending it calls:
-		// SIGTERM comes after the sleep, once its endpoint is gone, so that no call in flight is cut
-		// (TestDeployed's rolling restart under load counts the failed calls: 0).
-		spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: WebhookDrainSeconds}}}
-		spec.Volumes = []corev1.Volume{{Name: "webhook-tls", VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: WebhookSecretName(name)}}}}
-		c := &spec.Containers[0]
-		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "webhook", ContainerPort: WebhookPort})
-		c.VolumeMounts = []corev1.VolumeMount{{Name: "webhook-tls", MountPath: CertDir, ReadOnly: true}}
+	if webhooks {
+		serveWebhooks(&d.Spec.Template.Spec, name)
 	}
 	return d, nil
+}
+
+// runArgs are the arguments of the container's `run`: what the Deployment's flags change of it.
+func runArgs(o Options, webhooks bool) []string {
+	args := []string{"run"}
+	if webhooks && o.Certs == CertsSelf {
+		args = append(args, "--certs="+CertsSelf)
+	}
+	if o.Admission == AdmissionPolicy { // the policies serve the rules: no webhook server
+		args = append(args, "--admission="+AdmissionPolicy)
+	}
+	if len(o.WatchNamespaces) > 0 {
+		args = append(args, "--watch-namespaces="+strings.Join(o.WatchNamespaces, ","))
+	}
+	return args
+}
+
+// containerResources are the container's requests and limit from --cpu-request, --memory-request
+// and --memory-limit.
+func containerResources(o Options) (corev1.ResourceRequirements, error) {
+	quantity := func(flag, s, def string) (resource.Quantity, error) {
+		if s == "" {
+			s = def
+		}
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return q, fmt.Errorf("--%s %q: %w", flag, s, err)
+		}
+		return q, nil
+	}
+	cpu, err := quantity("cpu-request", o.CPURequest, "10m")
+	if err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
+	memory, err := quantity("memory-request", o.MemoryRequest, "64Mi")
+	if err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
+	limit, err := quantity("memory-limit", o.MemoryLimit, "256Mi")
+	if err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: limit},
+	}, nil
+}
+
+// serveWebhooks has the Pod serve on the webhook port with the mounted TLS Secret of the
+// Deployment name.
+func serveWebhooks(spec *corev1.PodSpec, name string) {
+	// A terminating replica keeps serving until the API server has stopped sending it calls:
+	// SIGTERM comes after the sleep, once its endpoint is gone, so that no call in flight is cut
+	// (TestDeployed's rolling restart under load counts the failed calls: 0).
+	spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: WebhookDrainSeconds}}}
+	spec.Volumes = []corev1.Volume{{Name: "webhook-tls", VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: WebhookSecretName(name)}}}}
+	c := &spec.Containers[0]
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: "webhook", ContainerPort: WebhookPort})
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "webhook-tls", MountPath: CertDir, ReadOnly: true}}
 }
 
 // readCRDs reads crd/*.yaml from the pattern's config, sorted by file name.

@@ -180,11 +180,8 @@ func ManagerOptions(p Pattern, o RunOptions) (ctrl.Options, error) {
 		webhooks = false
 	}
 	var server webhook.Server
-	if webhooks {
+	if webhooks { // with --certs=self, AddCertRotator gives it its certificate
 		server = WebhookServer(o.WebhookHost, o.WebhookPort, o.CertDir, o.EnableHTTP2)
-		if o.Certs == CertsSelf { // it serves once AddCertRotator's certificate is in place
-			server = &gatedServer{DefaultServer: server.(*webhook.DefaultServer), ready: make(chan struct{})}
-		}
 	}
 	if err := o.checkLeaseTiming(); err != nil {
 		return ctrl.Options{}, err
@@ -223,11 +220,7 @@ func AddProbes(mgr manager.Manager, opts ctrl.Options) error {
 	if err := mgr.AddReadyzCheck("informers", synced("informer caches", mgr.GetCache())); err != nil {
 		return err
 	}
-	s, ok := opts.WebhookServer.(*webhook.DefaultServer)
-	if g, gated := opts.WebhookServer.(*gatedServer); gated {
-		s, ok = g.DefaultServer, true
-	}
-	if ok {
+	if s, ok := opts.WebhookServer.(*webhook.DefaultServer); ok {
 		port := s.Options.Port
 		if port == 0 {
 			port = webhook.DefaultPort
