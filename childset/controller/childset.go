@@ -25,6 +25,7 @@ import (
 
 	"github.com/kpatterns/kpatterns/childset/api/v1alpha1"
 	"github.com/kpatterns/kpatterns/shared/stages"
+	"github.com/kpatterns/kpatterns/shared/status"
 )
 
 // Name is the pattern's name: field manager kpatterns-childset, children labelled
@@ -60,16 +61,34 @@ var Stages = []stages.Stage[*State]{
 }
 
 // Reconciler reconciles Bundles through Stages.
-type Reconciler = stages.Reconciler[*v1alpha1.Bundle, *State]
+type Reconciler struct{ stages.Clients }
+
+// NewReconciler returns the Bundle reconciler, or an error if Stages is malformed.
+func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
+	if err := stages.Validate(Stages); err != nil {
+		return nil, err
+	}
+	return &Reconciler{stages.NewClients(mgr, Name)}, nil
+}
+
+// Reconcile fetches the Bundle, leaves a deleted one to garbage collection (its children carry its
+// controller reference) and runs Stages. The status is patched once, deferred, only if it
+// changed, whatever path the reconcile returns by.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	b := &v1alpha1.Bundle{}
+	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	patcher := status.NewPatcher(r.Client, b)
+	defer patcher.PatchOnReturn(ctx, b, &retErr)
+	return stages.Run(ctx, patcher, &State{Scope: stages.NewScope(&r.Clients, b)}, Stages)
+}
 
 // CacheOptions keeps only this pattern's own children in the ConfigMap informer.
 func CacheOptions(o *cache.Options) { stages.CacheChildren(o, Name, &corev1.ConfigMap{}) }
-
-// NewReconciler returns the Bundle reconciler.
-func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
-	return stages.New(mgr, Name, func() *v1alpha1.Bundle { return &v1alpha1.Bundle{} },
-		func(s *stages.Scope[*v1alpha1.Bundle]) *State { return &State{Scope: s} }, Stages)
-}
 
 // IndexConfigMapByBundleUID indexes a child under its Bundle's UID.
 func IndexConfigMapByBundleUID(obj client.Object) []string {

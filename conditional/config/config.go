@@ -13,9 +13,9 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-// FS holds crd/, rbac/.
+// FS holds crd/ and rbac/ (generated) and samples/ (an object of each kind, as the demo applies it).
 //
-//go:embed crd rbac
+//go:embed crd rbac samples
 var FS embed.FS
 
 // Pattern is what `manifests` and `install` render (and app.Compose composes).

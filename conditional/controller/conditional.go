@@ -35,6 +35,7 @@ import (
 	"github.com/kpatterns/kpatterns/shared/index"
 	"github.com/kpatterns/kpatterns/shared/rollout"
 	"github.com/kpatterns/kpatterns/shared/stages"
+	"github.com/kpatterns/kpatterns/shared/status"
 )
 
 const (
@@ -138,7 +139,31 @@ var Stages = []stages.Stage[*State]{
 }
 
 // Reconciler reconciles ConfigProfiles through Stages.
-type Reconciler = stages.Reconciler[*v1alpha1.ConfigProfile, *State]
+type Reconciler struct{ stages.Clients }
+
+// NewReconciler returns the ConfigProfile reconciler, or an error if Stages is malformed.
+func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
+	if err := stages.Validate(Stages); err != nil {
+		return nil, err
+	}
+	return &Reconciler{stages.NewClients(mgr, Name)}, nil
+}
+
+// Reconcile fetches the ConfigProfile, leaves a deleted one to garbage collection (its children carry its
+// controller reference) and runs Stages. The status is patched once, deferred, only if it
+// changed, whatever path the reconcile returns by.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	p := &v1alpha1.ConfigProfile{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	patcher := status.NewPatcher(r.Client, p)
+	defer patcher.PatchOnReturn(ctx, p, &retErr)
+	return stages.Run(ctx, patcher, &State{Scope: stages.NewScope(&r.Clients, p)}, Stages)
+}
 
 // CacheOptions caches only this pattern's ConfigMaps (children and labelled inputs) and its own
 // Deployments.
@@ -162,12 +187,6 @@ func IndexProfileByInput(obj client.Object) []string {
 // MapConfigMapToProfiles maps a cached ConfigMap to the profiles that read it, through the index.
 func MapConfigMapToProfiles(c client.Reader) handler.MapFunc {
 	return index.MapByName(c, func() client.ObjectList { return &v1alpha1.ConfigProfileList{} }, ProfileByInputIndex)
-}
-
-// NewReconciler returns the ConfigProfile reconciler, or an error if Stages is malformed.
-func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
-	return stages.New(mgr, Name, func() *v1alpha1.ConfigProfile { return &v1alpha1.ConfigProfile{} },
-		func(s *stages.Scope[*v1alpha1.ConfigProfile]) *State { return &State{Scope: s} }, Stages)
 }
 
 // SetupIndexes registers the field index the input ConfigMap watch maps through on indexer, the

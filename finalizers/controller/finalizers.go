@@ -149,46 +149,65 @@ func Setup(mgr ctrl.Manager, p provider.Provider, o Options) error {
 	}))
 }
 
-// Reconcile converges one PostgresDatabase. An object missing from the cache is never a reason to
-// drop anything: only a deletion held by the finalizer, or the sweep's live read, is.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile converges one PostgresDatabase: fetch; one deferred status patch; pause; deletion;
+// the finalizer first; then sync. An object missing from the cache is never a reason to drop
+// anything: only a deletion held by the finalizer, or the sweep's live read, is.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	db := &v1alpha1.PostgresDatabase{}
 	if err := r.Client.Get(ctx, req.NamespacedName, db); apierrors.IsNotFound(err) {
 		return reconcile.Result{}, r.deleteOrphans(ctx, req.NamespacedName)
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
+	// The status is patched once, deferred, if it changed (an object deleted meanwhile needs
+	// none); sync also patches it earlier, where the crash-safe order needs it.
+	p := status.NewPatcher(r.Client, db)
+	defer p.PatchOnReturn(ctx, db, &retErr)
 	if db.Annotations[PausedAnnotation] == "true" {
-		p := status.NewPatcher(r.Client, db)
 		r.setReady(p, db, metav1.ConditionFalse, ReasonPaused, "external calls paused by the annotation "+PausedAnnotation)
-		return reconcile.Result{}, patchStatus(ctx, p, db)
+		return reconcile.Result{}, nil
 	}
 	if db.DeletionTimestamp != nil {
-		return reconcile.Result{}, r.finalize(ctx, db)
+		return reconcile.Result{}, r.finalize(ctx, p, db)
 	}
 	if !controllerutil.ContainsFinalizer(db, Finalizer) {
-		// The finalizer and the external name are stored — a live write, optimistic-locked —
-		// before any external call: nothing can exist that a deletion would not wait for.
-		patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(db, Finalizer)
-		metav1.SetMetaDataAnnotation(&db.ObjectMeta, ExternalNameAnnotation, db.Spec.Database)
-		if err := r.Client.Patch(ctx, db, patch); err != nil {
+		// The finalizer and the external name are stored before any external call: nothing can
+		// exist that a deletion would not wait for.
+		err := r.patchMeta(ctx, p, db, func() {
+			controllerutil.AddFinalizer(db, Finalizer)
+			metav1.SetMetaDataAnnotation(&db.ObjectMeta, ExternalNameAnnotation, db.Spec.Database)
+		})
+		if err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 		if db.DeletionTimestamp != nil { // the response is the stored object: deleted meanwhile
 			return reconcile.Result{}, nil // the deletion's event brings finalize; nothing was created
 		}
 	}
-	return r.sync(ctx, db)
+	return r.sync(ctx, p, db)
+}
+
+// patchMeta writes what mutate changes in db's metadata — a live write, optimistic-locked — and
+// takes the response, the stored object, as p's base; on an error db is left as it was. The
+// response replaces db's status too, so a status change must be patched before.
+func (r *Reconciler) patchMeta(ctx context.Context, p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase, mutate func()) error {
+	before := db.DeepCopy()
+	mutate()
+	if err := r.Client.Patch(ctx, db, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		before.DeepCopyInto(db) // not stored: db as it was
+		return err
+	}
+	p.Stored(db)
+	return nil
 }
 
 // sync observes the database and the role and, by the management policy, creates, repairs or
-// only reports them; then it polls again after spec.pollInterval.
-func (r *Reconciler) sync(ctx context.Context, db *v1alpha1.PostgresDatabase) (reconcile.Result, error) {
-	p := status.NewPatcher(r.Client, db)
+// only reports them; then it polls again after spec.pollInterval. A failure sets Ready=False
+// with its reason and is retried with backoff.
+func (r *Reconciler) sync(ctx context.Context, p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase) (reconcile.Result, error) {
 	fail := func(reason string, err error) (reconcile.Result, error) {
 		r.setReady(p, db, metav1.ConditionFalse, reason, err.Error())
-		return reconcile.Result{}, joinStatus(err, patchStatus(ctx, p, db))
+		return reconcile.Result{}, err
 	}
 	poll := reconcile.Result{RequeueAfter: pollInterval(db)}
 	w, err := r.want(ctx, db, false)
@@ -201,7 +220,7 @@ func (r *Reconciler) sync(ctx context.Context, db *v1alpha1.PostgresDatabase) (r
 	}
 	if why := provider.Foreign(w, observed); why != "" {
 		r.setReady(p, db, metav1.ConditionFalse, ReasonConflict, why) // a state, not a failure: polled again
-		return poll, patchStatus(ctx, p, db)
+		return poll, nil
 	}
 	drift := provider.Drift(w, observed)
 	if policy(db) == v1alpha1.ObserveOnly {
@@ -214,19 +233,19 @@ func (r *Reconciler) sync(ctx context.Context, db *v1alpha1.PostgresDatabase) (r
 			db.Status.ExternalName = w.Database
 			r.setReady(p, db, metav1.ConditionTrue, ReasonSynced, "the database and the role are as the spec says (observed only)")
 		}
-		return poll, patchStatus(ctx, p, db)
+		return poll, nil
 	}
 	reset, err := r.credentials(ctx, db, &w, observed)
 	if err != nil {
 		if errors.Is(err, errConflict) {
 			r.setReady(p, db, metav1.ConditionFalse, ReasonConflict, err.Error())
-			return poll, patchStatus(ctx, p, db)
+			return poll, nil
 		}
 		return fail(ReasonProviderError, err)
 	}
 	creating := db.Status.ExternalName == "" // the result of no create is recorded yet
 	if len(drift) > 0 || reset {
-		if err := r.applyDrift(ctx, db, w, observed, creating, reset, drift); err != nil {
+		if err := r.applyDrift(ctx, p, db, w, observed, creating, reset, drift); err != nil {
 			return fail(ReasonProviderError, err)
 		}
 	} else if creating { // a create whose result was not recorded (a crash, a conflicting write): found complete
@@ -235,13 +254,13 @@ func (r *Reconciler) sync(ctx context.Context, db *v1alpha1.PostgresDatabase) (r
 	}
 	db.Status.ExternalName = w.Database
 	r.setReady(p, db, metav1.ConditionTrue, ReasonSynced, "the database and the role are as the spec says")
-	if err := patchStatus(ctx, p, db); err != nil {
-		return reconcile.Result{}, err
-	}
-	if _, pending := db.Annotations[CreatePendingAnnotation]; pending { // the result is recorded: clear the mark
-		patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		delete(db.Annotations, CreatePendingAnnotation)
-		if err := r.Client.Patch(ctx, db, patch); err != nil {
+	if _, pending := db.Annotations[CreatePendingAnnotation]; pending {
+		// The create's result is recorded in the status first, then the mark cleared: a crash
+		// between the two leaves a mark the next reconcile finds recorded.
+		if err := p.Patch(ctx, db); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if err := r.patchMeta(ctx, p, db, func() { delete(db.Annotations, CreatePendingAnnotation) }); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -251,11 +270,12 @@ func (r *Reconciler) sync(ctx context.Context, db *v1alpha1.PostgresDatabase) (r
 // applyDrift creates or corrects the database and the role. A create is marked pending on the
 // object first; a repair of drift (the spec unchanged since the last sync) counts in the status
 // and emits one Warning event naming every change.
-func (r *Reconciler) applyDrift(ctx context.Context, db *v1alpha1.PostgresDatabase, w provider.Want, o provider.Observed, creating, reset bool, drift []string) error {
+func (r *Reconciler) applyDrift(ctx context.Context, p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase, w provider.Want, o provider.Observed, creating, reset bool, drift []string) error {
 	if _, pending := db.Annotations[CreatePendingAnnotation]; creating && !pending {
-		patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		metav1.SetMetaDataAnnotation(&db.ObjectMeta, CreatePendingAnnotation, time.Now().UTC().Format(time.RFC3339))
-		if err := r.Client.Patch(ctx, db, patch); err != nil {
+		err := r.patchMeta(ctx, p, db, func() {
+			metav1.SetMetaDataAnnotation(&db.ObjectMeta, CreatePendingAnnotation, time.Now().UTC().Format(time.RFC3339))
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -288,7 +308,7 @@ func (r *Reconciler) applyDrift(ctx context.Context, db *v1alpha1.PostgresDataba
 // (ObserveOnly), then removes the finalizer. A failure is reported (Ready=False/DeleteFailed, a
 // Warning event on the transition) and retried with backoff; the finalizer stays until it
 // succeeded.
-func (r *Reconciler) finalize(ctx context.Context, db *v1alpha1.PostgresDatabase) error {
+func (r *Reconciler) finalize(ctx context.Context, p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase) error {
 	if !controllerutil.ContainsFinalizer(db, Finalizer) {
 		return nil
 	}
@@ -301,15 +321,12 @@ func (r *Reconciler) finalize(ctx context.Context, db *v1alpha1.PostgresDatabase
 		}
 		logf.FromContext(ctx).Info("external delete", "database", db.Spec.Database, "policy", pol, "err", err)
 		if err != nil {
-			p := status.NewPatcher(r.Client, db)
 			r.setReady(p, db, metav1.ConditionFalse, ReasonDeleteFailed, "deleting: "+err.Error())
-			return joinStatus(err, patchStatus(ctx, p, db))
+			return err
 		}
 	}
-	patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(db, Finalizer)
-	if err := client.IgnoreNotFound(r.Client.Patch(ctx, db, patch)); err != nil {
-		return err
+	if err := r.patchMeta(ctx, p, db, func() { controllerutil.RemoveFinalizer(db, Finalizer) }); err != nil {
+		return client.IgnoreNotFound(err)
 	}
 	r.conns.Delete(db.UID)
 	return nil
@@ -339,16 +356,4 @@ func (r *Reconciler) setReady(p *status.Patcher[*v1alpha1.PostgresDatabase], db 
 	meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: conditions.Ready, Status: s,
 		Reason: reason, Message: msg, ObservedGeneration: db.Generation})
 	db.Status.ObservedGeneration = db.Generation
-}
-
-// patchStatus writes the status (status.Patcher); an object deleted meanwhile needs none.
-func patchStatus(ctx context.Context, p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase) error {
-	return client.IgnoreNotFound(p.Patch(ctx, db))
-}
-
-func joinStatus(err, statusErr error) error {
-	if statusErr != nil {
-		return fmt.Errorf("%w (and the status: %v)", err, statusErr)
-	}
-	return err
 }

@@ -11,7 +11,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -27,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -290,7 +290,7 @@ func (l *Lifespan) beat(ctx context.Context, identity string, acquired metav1.Mi
 
 // write applies change to the Heartbeat (created if missing) and patches its status with an
 // optimistic lock (status.Patcher); on a conflict it reads the Heartbeat again and re-applies
-// change, which may then decline (false).
+// change, which may then decline (false) — client-go's retry.OnError, five attempts.
 func (l *Lifespan) write(ctx context.Context, change func(*v1alpha1.Heartbeat) bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -298,39 +298,36 @@ func (l *Lifespan) write(ctx context.Context, change func(*v1alpha1.Heartbeat) b
 		return err
 	}
 	key := client.ObjectKey{Namespace: l.namespace, Name: Name}
-	for range 5 {
+	conflict := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+	err := retry.OnError(retry.DefaultRetry, conflict, func() error {
 		h := l.last
+		l.last = nil
 		if h == nil {
 			h = &v1alpha1.Heartbeat{}
 			err := l.reader.Get(ctx, key, h)
 			if apierrors.IsNotFound(err) {
 				h = &v1alpha1.Heartbeat{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 				err = l.client.Create(ctx, h)
-				if apierrors.IsAlreadyExists(err) {
-					continue
-				}
 			}
 			if err != nil {
 				return err
 			}
 		}
-		l.last = nil
 		h = h.DeepCopy()
 		patcher := status.NewPatcher(l.client, h)
 		if !change(h) {
 			return nil
 		}
-		err := patcher.Patch(ctx, h)
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
+		if err := patcher.Patch(ctx, h); err != nil {
 			return err
 		}
 		l.last = h
 		return nil
+	})
+	if conflict(err) {
+		return fmt.Errorf("the heartbeat kept changing under this replica: gave up after %d attempts: %w", retry.DefaultRetry.Steps, err)
 	}
-	return errors.New("the heartbeat kept changing under this replica: gave up after 5 conflicts")
+	return err
 }
 
 func truncate(s string, n int) string {

@@ -1,17 +1,18 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package stages expresses a reconciler as an ordered table of named stages, and maintains the
-// custom resource's status from their results: one condition per stage (<Stage>Ready), Ready from
-// all of them, observedGeneration, and one status patch per reconcile, in one deferred place, only
-// when it changed.
+// Package stages is what a pattern's reconcile steps are built from: an ordered table of named
+// stages over a typed state, run by Run, which maintains the custom resource's status from their
+// results — one condition per stage (<Stage>Ready), Ready from all of them, observedGeneration.
+// The pattern's own Reconcile fetches the object, takes a status.Patcher and defers its one
+// Patch, handles deletion, then calls Run, so its control flow reads in the pattern's file.
 //
 // Stages share a typed state S that the pattern defines (as flux's reconcile steps share typed
 // values and cluster-api's reconcilers a *scope): S embeds *Scope[T] — the object and the means to
 // write its children — and adds the fields one stage sets for the next. A stage may depend on
 // earlier stages (Needs); one whose dependency did not finish is not run, and its condition says
-// which one it waits for. Needs are checked when the reconciler is built: an unknown or later
-// stage is an error then, not a stage that waits forever.
+// which one it waits for. Validate checks the Needs when the reconciler is built: an unknown or
+// later stage is an error then, not a stage that waits forever.
 //
 // Children are written with Scope.Ensure: server-side apply with the pattern's field manager and a
 // controller ownerReference, never onto a same-named object the custom resource does not own.
@@ -126,27 +127,20 @@ type Scope[T Object] struct {
 // Reader reads from the manager's cache.
 func (s *Scope[T]) Reader() client.Reader { return s.c.Client }
 
-// Reconciler runs the stages of one kind of custom resource.
-type Reconciler[T Object, S any] struct {
-	Clients
-	newObject func() T
-	newState  func(*Scope[T]) S
-	stages    []Stage[S]
+// NewClients returns a pattern's clients from its manager: the cache client, the API reader, the
+// event recorder, and field manager and managed-by label kpatterns-<pattern>.
+func NewClients(mgr manager.Manager, pattern string) Clients {
+	return Clients{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(pattern),
+		FieldManager: FieldManager(pattern), ManagedBy: FieldManager(pattern)}
 }
 
-// New returns the stages reconciler of a pattern — clients and event recorder from the manager,
-// field manager and managed-by label kpatterns-<pattern> — or an error if the table is malformed:
-// an empty or repeated name, or a Need that is not an earlier stage.
-func New[T Object, S any](mgr manager.Manager, pattern string, newObject func() T, newState func(*Scope[T]) S, table []Stage[S]) (*Reconciler[T, S], error) {
-	if err := Validate(table); err != nil {
-		return nil, err
-	}
-	return &Reconciler[T, S]{
-		Clients: Clients{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(pattern),
-			FieldManager: FieldManager(pattern), ManagedBy: FieldManager(pattern)},
-		newObject: newObject, newState: newState, stages: table,
-	}, nil
-}
+// NewScope is the scope of one reconcile of obj: what a pattern's state embeds.
+func NewScope[T Object](c *Clients, obj T) *Scope[T] { return &Scope[T]{Object: obj, c: c} }
+
+func (s *Scope[T]) scope() *Scope[T] { return s }
+
+// State is a pattern's stage state: a struct that embeds *Scope[T].
+type State[T Object] interface{ scope() *Scope[T] }
 
 // Validate checks a stage table: names non-empty and unique, every Need an earlier stage.
 func Validate[S any](table []Stage[S]) error {
@@ -168,33 +162,19 @@ func Validate[S any](table []Stage[S]) error {
 	return nil
 }
 
-// Reconcile runs every stage in order; a deferred step patches the status once, if it changed,
-// whatever path the reconcile returns by.
-func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
-	obj := r.newObject()
-	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if obj.GetDeletionTimestamp() != nil {
-		return reconcile.Result{}, nil // children go with it, by garbage collection
-	}
-	// One status patch, whatever path the reconcile returns by; the transitions' events go out
-	// only once it succeeded (status.Patcher).
-	patcher := status.NewPatcher(r.Client, obj)
-	defer func() {
-		if err := patcher.Patch(ctx, obj); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("status: %w", err))
-		}
-	}()
-
-	s := r.newState(&Scope[T]{Object: obj, c: &r.Clients})
+// Run runs the table's stages in order over s and writes their results into the object's status
+// (a condition per stage, Ready, observedGeneration); the transitions' events are queued on p, to
+// go out once the pattern's deferred p.Patch succeeded. It returns the requeue the waiting stages
+// ask for and the failed stages' errors.
+func Run[T Object, S State[T]](ctx context.Context, p *status.Patcher[T], s S, table []Stage[S]) (reconcile.Result, error) {
+	obj, rec := s.scope().Object, s.scope().c.Recorder
 	conds := obj.GetConditions()
 	finished := map[string]bool{}
 	var requeue time.Duration
 	var errs []error
 	var notReady *metav1.Condition
-	for _, stage := range r.stages {
-		c, res := r.run(ctx, s, stage, finished, obj.GetGeneration())
+	for _, stage := range table {
+		c, res := run(ctx, s, stage, finished, obj.GetGeneration())
 		switch {
 		case res.outcome == failed && errors.As(res.err, new(*NotOwnedError)):
 			requeue = minPositive(requeue, NotOwnedRetry)
@@ -203,7 +183,7 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req reconcile.Request)
 		case res.outcome == waiting:
 			requeue = minPositive(requeue, res.requeueAfter)
 		}
-		r.event(patcher, obj, meta.FindStatusCondition(conds, c.Type), c, res, stage.Name)
+		event(rec, p, obj, meta.FindStatusCondition(conds, c.Type), c, res, stage.Name)
 		meta.SetStatusCondition(&conds, c)
 		if c.Status != metav1.ConditionTrue && notReady == nil {
 			notReady = &c
@@ -238,7 +218,7 @@ func joinErrors(errs []error) error {
 }
 
 // run runs one stage unless a dependency did not finish, and turns its result into a condition.
-func (r *Reconciler[T, S]) run(ctx context.Context, s S, stage Stage[S], finished map[string]bool, generation int64) (metav1.Condition, Result) {
+func run[S any](ctx context.Context, s S, stage Stage[S], finished map[string]bool, generation int64) (metav1.Condition, Result) {
 	c := metav1.Condition{Type: stage.Name + "Ready", ObservedGeneration: generation}
 	for _, need := range stage.Needs {
 		if !finished[need] {
@@ -279,13 +259,13 @@ func (r *Reconciler[T, S]) run(ctx context.Context, s S, stage Stage[S], finishe
 // event queues on p the event of a stage's transition, none for a steady state: Normal when it
 // becomes ready, Warning when it fails with a reason it did not fail with before. Waiting — for a
 // dependency, a rollout, or the garbage collector — is no failure.
-func (r *Reconciler[T, S]) event(p *status.Patcher[T], obj T, prev *metav1.Condition, c metav1.Condition, res Result, action string) {
+func event[T Object](rec events.EventRecorder, p *status.Patcher[T], obj T, prev *metav1.Condition, c metav1.Condition, res Result, action string) {
 	wasReady := prev != nil && prev.Status == metav1.ConditionTrue
 	switch {
 	case c.Status == metav1.ConditionTrue && !wasReady:
-		p.Eventf(r.Recorder, obj, corev1.EventTypeNormal, c.Type, action, "%s", c.Message)
+		p.Eventf(rec, obj, corev1.EventTypeNormal, c.Type, action, "%s", c.Message)
 	case res.outcome == failed && c.Reason != ReasonWaitingForGC && (prev == nil || prev.Reason != c.Reason):
-		p.Eventf(r.Recorder, obj, corev1.EventTypeWarning, c.Reason, action, "%s", c.Message)
+		p.Eventf(rec, obj, corev1.EventTypeWarning, c.Reason, action, "%s", c.Message)
 	}
 }
 

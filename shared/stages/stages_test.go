@@ -44,11 +44,10 @@ type state struct {
 }
 
 func TestRunTurnsResultsIntoConditions(t *testing.T) {
-	r := &Reconciler[*fake, *state]{}
 	s := &state{Scope: &Scope[*fake]{Object: &fake{}}}
 	finished := map[string]bool{}
 	run := func(st Stage[*state]) (metav1.Condition, Result) {
-		return r.run(context.Background(), s, st, finished, 3)
+		return run(context.Background(), s, st, finished, 3)
 	}
 	first, _ := run(Stage[*state]{Name: "A", Run: func(_ context.Context, s *state) Result {
 		s.digest = "abc"
@@ -179,10 +178,9 @@ func TestEventsOnTransitionsOnly(t *testing.T) {
 		{"waits", &ready, progressing, wait, ""},
 	} {
 		rec := events.NewFakeRecorder(2)
-		r := &Reconciler[*fake, *state]{Clients: Clients{Recorder: rec}}
 		obj := &fake{}
 		p := status.NewPatcher[*fake](nil, obj) // obj unchanged: Patch only emits
-		r.event(p, obj, tc.prev, tc.c, tc.res, "A")
+		event(rec, p, obj, tc.prev, tc.c, tc.res, "A")
 		if err := p.Patch(context.Background(), obj); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,8 @@ package status
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,16 +39,29 @@ func (p *Patcher[T]) Eventf(r events.EventRecorder, regarding runtime.Object, ev
 }
 
 // Patch writes obj's status if obj differs from what it was, then emits the queued events; on an
-// error it emits none. An unchanged object costs no request.
+// error it emits none. An unchanged object costs no request. A later Patch compares with obj as
+// patched.
 func (p *Patcher[T]) Patch(ctx context.Context, obj T) error {
 	if !apiequality.Semantic.DeepEqual(p.before, obj) {
 		if err := p.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(p.before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
 	}
+	p.before = obj.DeepCopyObject().(T)
 	for _, emit := range p.events {
 		emit()
 	}
 	p.events = nil
 	return nil
 }
+
+// PatchOnReturn is Patch for a deferred call, as a Reconcile ends: its error is joined to *err;
+// an object deleted meanwhile needs no status.
+func (p *Patcher[T]) PatchOnReturn(ctx context.Context, obj T, err *error) {
+	if perr := client.IgnoreNotFound(p.Patch(ctx, obj)); perr != nil {
+		*err = errors.Join(*err, fmt.Errorf("status: %w", perr))
+	}
+}
+
+// Stored takes obj, as another write returned it, as what later Patch calls compare with.
+func (p *Patcher[T]) Stored(obj T) { p.before = obj.DeepCopyObject().(T) }

@@ -5,6 +5,8 @@ package status_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +66,59 @@ func TestChangedPatchesThenEmits(t *testing.T) {
 	}
 	if *patches != 1 || live.Status.Phase != corev1.PodRunning || len(rec.Events) != 1 {
 		t.Errorf("%d patches, phase %q, %d events; want 1, Running, 1", *patches, live.Status.Phase, len(rec.Events))
+	}
+}
+
+// A second Patch compares with what the first wrote: an early patch (at a crash-safe point)
+// followed by the deferred one costs one request, and a change after it one more.
+func TestPatchAgainComparesWithWhatWasPatched(t *testing.T) {
+	c, patches, pod := setup(t)
+	p := status.NewPatcher(c, pod)
+	pod.Status.Phase = corev1.PodRunning
+	for range 2 {
+		if err := p.Patch(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod.Status.Message = "later"
+	if err := p.Patch(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	live := &corev1.Pod{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(pod), live); err != nil {
+		t.Fatal(err)
+	}
+	if *patches != 2 || live.Status.Message != "later" {
+		t.Errorf("%d patches, message %q; want 2, later", *patches, live.Status.Message)
+	}
+}
+
+// PatchOnReturn joins a failed patch to the reconcile's error; an object deleted meanwhile
+// needs no status.
+func TestPatchOnReturn(t *testing.T) {
+	c, _, pod := setup(t)
+	stale := pod.DeepCopy()
+	p := status.NewPatcher(c, pod)
+	pod.Status.Phase = corev1.PodRunning
+	if err := c.Status().Update(context.Background(), pod.DeepCopy()); err != nil { // another writer
+		t.Fatal(err)
+	}
+	ps := status.NewPatcher(c, stale)
+	stale.Status.Phase = corev1.PodFailed
+	reconcileErr := errors.New("stage A: failed")
+	err := reconcileErr
+	ps.PatchOnReturn(context.Background(), stale, &err)
+	if !errors.Is(err, reconcileErr) || !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "status: ") {
+		t.Errorf("err = %v, want the reconcile's error and the status conflict", err)
+	}
+	if err := c.Delete(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodSucceeded
+	err = nil
+	p.PatchOnReturn(context.Background(), pod, &err)
+	if err != nil {
+		t.Errorf("deleted meanwhile: err = %v, want nil", err)
 	}
 }
 

@@ -165,17 +165,20 @@ func Summarize(pods []corev1.Pod) (total, ready int32, phases v1alpha1.PodCounts
 	return total, ready, phases
 }
 
-// Reconcile recounts the Workload's Pods from the cache and patches its status if it changed.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile recounts the Workload's Pods from the cache into its status, patched once, deferred,
+// only if it changed (optimistic-locked: a summary of a stale copy conflicts and re-reads). A
+// Workload has no children and no finalizer: one being deleted is summarized until it is gone.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	w := &v1alpha1.Workload{}
 	if err := r.Client.Get(ctx, req.NamespacedName, w); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	patcher := status.NewPatcher(r.Client, w)
+	defer patcher.PatchOnReturn(ctx, w, &retErr)
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels(w.Spec.Selector)); err != nil {
 		return reconcile.Result{}, err
 	}
-	patcher := status.NewPatcher(r.Client, w)
 	st := &w.Status
 	st.Total, st.Ready, st.Phases = Summarize(pods.Items)
 	st.ObservedGeneration = w.Generation
@@ -191,6 +194,5 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "AllReady", fmt.Sprintf("%d of %d Pods ready", st.Ready, st.Total)
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
-	// Only when it changed, optimistic-locked: a summary of a stale copy conflicts and re-reads.
-	return reconcile.Result{}, patcher.Patch(ctx, w)
+	return reconcile.Result{}, nil
 }

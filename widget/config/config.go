@@ -13,10 +13,10 @@ import (
 	"github.com/kpatterns/kpatterns/widget/controller"
 )
 
-// FS holds crd/, rbac/, webhook/ and policy/ (the admission rules as admission policies, written
-// by hand).
+// FS holds crd/, rbac/, webhook/ (generated), policy/ (the admission rules as admission policies,
+// written by hand) and samples/ (a Widget, as the demo applies it).
 //
-//go:embed crd rbac webhook policy
+//go:embed crd rbac webhook policy samples
 var FS embed.FS
 
 // Pattern is what `manifests` and `install` render (and app.Compose composes).

@@ -18,10 +18,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/kpatterns/kpatterns/shared/rollout"
 	"github.com/kpatterns/kpatterns/shared/stages"
+	"github.com/kpatterns/kpatterns/shared/status"
 	"github.com/kpatterns/kpatterns/widget/api/v1alpha1"
 )
 
@@ -52,17 +54,35 @@ var Stages = []stages.Stage[*State]{
 }
 
 // Reconciler reconciles Widgets through Stages.
-type Reconciler = stages.Reconciler[*v1alpha1.Widget, *State]
+type Reconciler struct{ stages.Clients }
+
+// NewReconciler returns the Widget reconciler, or an error if Stages is malformed.
+func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
+	if err := stages.Validate(Stages); err != nil {
+		return nil, err
+	}
+	return &Reconciler{stages.NewClients(mgr, Name)}, nil
+}
+
+// Reconcile fetches the Widget, leaves a deleted one to garbage collection (its children carry its
+// controller reference) and runs Stages. The status is patched once, deferred, only if it
+// changed, whatever path the reconcile returns by.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	w := &v1alpha1.Widget{}
+	if err := r.Client.Get(ctx, req.NamespacedName, w); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !w.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	patcher := status.NewPatcher(r.Client, w)
+	defer patcher.PatchOnReturn(ctx, w, &retErr)
+	return stages.Run(ctx, patcher, &State{Scope: stages.NewScope(&r.Clients, w)}, Stages)
+}
 
 // CacheOptions keeps only this pattern's own children in the child informers.
 func CacheOptions(o *cache.Options) {
 	stages.CacheChildren(o, Name, &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{})
-}
-
-// NewReconciler returns the Widget reconciler, or an error if Stages is malformed.
-func NewReconciler(mgr ctrl.Manager) (*Reconciler, error) {
-	return stages.New(mgr, Name, func() *v1alpha1.Widget { return &v1alpha1.Widget{} },
-		func(s *stages.Scope[*v1alpha1.Widget]) *State { return &State{Scope: s} }, Stages)
 }
 
 // Setup registers the controller: Widget spec changes and any change to an owned child
