@@ -1,7 +1,7 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command reloader rolls opted-in Deployments, StatefulSets and DaemonSets when the data of a
+// Command reloader rolls opted-in Deployments, StatefulSets, DaemonSets and CronJobs when the data of a
 // ConfigMap or Secret they reference changes.
 package main
 

@@ -11,7 +11,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kpatterns/kpatterns/reloader/config"
 	"github.com/kpatterns/kpatterns/reloader/controller"
@@ -149,7 +152,7 @@ func get(t *testing.T, w controller.WorkloadKind, ns, name string) client.Object
 // projected as its cache projects them.
 func want(t *testing.T, w controller.WorkloadKind, obj client.Object) string {
 	t.Helper()
-	refs := controller.Refs(&w.Template(obj).Spec)
+	refs, _ := controller.WorkloadRefs(w, obj)
 	return controller.Combined(controller.Digests(refs, func(r controller.Ref) client.Object {
 		var src client.Object = &corev1.ConfigMap{}
 		if r.Kind == controller.Secret {
@@ -404,10 +407,12 @@ func TestReferenceChangeIsNoRollout(t *testing.T) {
 	two := baselined(t, d, workload(t, d, ns, "two", true, func(s *corev1.PodSpec) {
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{envFrom(controller.ConfigMap, "a"), envFrom(controller.Secret, "b")}
 	}))
+	b0 := recordOf(t, two, "secret/b")
 	setData(t, ns, controller.Secret, "b", "k", "3")
 	two, _ = rolled(t, d, two)
 	rolledDigest := d.Template(two).Annotations[digest.Annotation]
-	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed data of secret/b")
+	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut,
+		fmt.Sprintf("rolling out for changed data of secret/b (%s → %s)", b0, recordOf(t, two, "secret/b")))
 	edit := func(from ...corev1.EnvFromSource) {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			o := get(t, d, ns, "two").(*appsv1.Deployment)
@@ -601,13 +606,15 @@ func TestIgnoredSourceNeverRolls(t *testing.T) {
 		p.Containers[0].EnvFrom = []corev1.EnvFromSource{envFrom(controller.ConfigMap, "noisy"), envFrom(controller.ConfigMap, "real")}
 	})
 	app = recorded(t, s, baselined(t, s, app), "configmap/noisy", controller.Ignored)
+	r0 := recordOf(t, app, "configmap/real")
 	setData(t, ns, controller.ConfigMap, "noisy", "k", "v2")
 	setData(t, ns, controller.ConfigMap, "real", "k", "v2")
 	after, n := rolled(t, s, app)
 	if n != 1 {
 		t.Errorf("%d template changes for one counted change after an ignored one, want 1", n)
 	}
-	env.WaitForEvent(t, ns, "app", corev1.EventTypeNormal, controller.ReasonRollingOut, "rolling out for changed data of configmap/real")
+	env.WaitForEvent(t, ns, "app", corev1.EventTypeNormal, controller.ReasonRollingOut,
+		fmt.Sprintf("rolling out for changed data of configmap/real (%s → %s)", r0, recordOf(t, after, "configmap/real")))
 	annotate(t, noisy, controller.IgnoreAnnotation, "")
 	counted := recorded(t, s, after, "configmap/noisy", digestOf(t, s, after, "configmap/noisy"))
 	if counted.GetGeneration() != after.GetGeneration() {
@@ -927,6 +934,169 @@ func TestFailoverRollsEachChangeOnce(t *testing.T) {
 	for _, a := range apps {
 		if _, n := rolled(t, s, a); n != 2 {
 			t.Errorf("%s: %d template changes for two changes across the failover, want 2", a.GetName(), n)
+		}
+	}
+}
+
+// recordOf is the digest DigestsAnnotation records for the entry key of obj.
+func recordOf(t *testing.T, obj client.Object, key string) string {
+	t.Helper()
+	for _, part := range strings.Split(obj.GetAnnotations()[controller.DigestsAnnotation], ",") {
+		if k, d, ok := strings.Cut(part, "="); ok && k == key {
+			return d
+		}
+	}
+	t.Fatalf("%s records no %s: %q", obj.GetName(), key, obj.GetAnnotations()[controller.DigestsAnnotation])
+	return ""
+}
+
+// Every rollout is explained: one Normal event naming the source and its digests before and
+// after, never a value, and one count in kpatterns_reloader_rollouts_total for its kind and
+// namespace.
+func TestRolloutExplained(t *testing.T) {
+	ns := env.Namespace(t)
+	start(t, defaults)
+	d := controller.Workloads[0]
+	source(t, ns, controller.ConfigMap, "explained", map[string]string{"k": "first-value"})
+	web := baselined(t, d, workload(t, d, ns, "web", true, forms["envfrom"](controller.ConfigMap, "explained")))
+	counted := testutil.ToFloat64(controller.Rollouts.WithLabelValues(d.Kind, ns))
+	before := recordOf(t, web, "configmap/explained")
+	setData(t, ns, controller.ConfigMap, "explained", "k", "second-value")
+	web, n := rolled(t, d, web)
+	if n != 1 {
+		t.Fatalf("%d writes, want 1 rollout", n)
+	}
+	ev := env.WaitForEvent(t, ns, "web", corev1.EventTypeNormal, controller.ReasonRollingOut,
+		fmt.Sprintf("rolling out for changed data of configmap/explained (%s → %s)", before, recordOf(t, web, "configmap/explained")))
+	if strings.Contains(ev.Message, "value") {
+		t.Errorf("the event carries a value: %q", ev.Message)
+	}
+	if got := testutil.ToFloat64(controller.Rollouts.WithLabelValues(d.Kind, ns)) - counted; got != 1 {
+		t.Errorf("kpatterns_reloader_rollouts_total{kind=%q,namespace=%q} rose by %v, want 1", d.Kind, ns, got)
+	}
+}
+
+// A required source deleted rolls nothing (the new Pods could not start) and is reported with a
+// Warning event; re-created with the data last seen it rolls nothing, with other data once.
+func TestDeletedSource(t *testing.T) {
+	ns := env.Namespace(t)
+	mgr, c := start(t, defaults)
+	ctx := context.Background()
+	d := controller.Workloads[0]
+	source(t, ns, controller.ConfigMap, "fragile", map[string]string{"k": "v"})
+	web := baselined(t, d, workload(t, d, ns, "web", true, forms["envfrom"](controller.ConfigMap, "fragile")))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fragile", Namespace: ns}}
+	if err := env.Client.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForEvent(t, ns, "web", corev1.EventTypeWarning, controller.ReasonSourceMissing,
+		"required configmap/fragile missing: nothing rolls until it exists (new Pods could not start)")
+	if got := get(t, d, ns, "web"); got.GetResourceVersion() != web.GetResourceVersion() {
+		t.Fatalf("written while its source was missing: resourceVersion %s -> %s", web.GetResourceVersion(), got.GetResourceVersion())
+	}
+
+	source(t, ns, controller.ConfigMap, "fragile", map[string]string{"k": "v"})
+	testenv.Eventually(t, "the re-created ConfigMap cached", func() error {
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fragile"}, &corev1.ConfigMap{})
+	})
+	writes := testenv.CountWrites(mgr.GetClient())
+	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
+	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes.N(); n != 0 {
+		t.Fatalf("re-created with the same data: %d writes, want 0", n)
+	}
+	if got := get(t, d, ns, "web"); got.GetResourceVersion() != web.GetResourceVersion() {
+		t.Fatalf("re-created with the same data: written, resourceVersion %s -> %s", web.GetResourceVersion(), got.GetResourceVersion())
+	}
+
+	setData(t, ns, controller.ConfigMap, "fragile", "k", "other")
+	if _, n := rolled(t, d, web); n != 1 {
+		t.Errorf("re-created, then changed: %d writes, want 1 rollout", n)
+	}
+}
+
+// Sources the Pod template does not name count when the workload's SourcesAnnotation names them:
+// recorded, only the keys it names, and a change of them rolls once; an entry that names no
+// source is reported with a Warning event and the others still count.
+func TestSourcesTheTemplateDoesNotName(t *testing.T) {
+	ns := env.Namespace(t)
+	start(t, defaults)
+	d := controller.Workloads[0]
+	source(t, ns, controller.ConfigMap, "read-by-api", map[string]string{"level": "info", "other": "x"})
+	web := workload(t, d, ns, "web", true, func(*corev1.PodSpec) {}) // no reference in its template
+	annotate(t, web, controller.SourcesAnnotation, "configmap/read-by-api:level, bogus/entry")
+	testenv.Eventually(t, "web's record of configmap/read-by-api:level", func() error {
+		web = get(t, d, ns, "web")
+		if r := web.GetAnnotations()[controller.DigestsAnnotation]; !strings.HasPrefix(r, "configmap/read-by-api:level=") || strings.Contains(r, ",") {
+			return fmt.Errorf("record %q", r)
+		}
+		return nil
+	})
+	env.WaitForEvent(t, ns, "web", corev1.EventTypeWarning, controller.ReasonInvalidSources,
+		controller.SourcesAnnotation+`: "bogus/entry": want configmap/<name> or secret/<name>, optionally :<key>+<key>`)
+	setData(t, ns, controller.ConfigMap, "read-by-api", "other", "y") // a key it does not name
+	setData(t, ns, controller.ConfigMap, "read-by-api", "level", "debug")
+	if _, n := rolled(t, d, web); n != 1 {
+		t.Errorf("%d writes after the named key changed (and one it does not name), want 1 rollout", n)
+	}
+}
+
+// client-go transforms the objects that exist when an informer starts twice: the reflector's
+// watch-list hands its transformed objects to the FIFO's Replace, which transforms them again.
+// Project, marked, returns its own projection unchanged, so the cache holds what one projection
+// of the live object is. If client-go stops transforming twice, the first check fails: the mark
+// may go then.
+func TestTransformOfExistingObjects(t *testing.T) {
+	ns := env.Namespace(t)
+	for i := range 3 {
+		source(t, ns, controller.ConfigMap, fmt.Sprintf("cm-%d", i), map[string]string{"k": fmt.Sprintf("v%d", i)})
+	}
+	var mu sync.Mutex
+	calls := map[string]int{} // uid/resourceVersion → transforms
+	transform := func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			mu.Lock()
+			calls[string(m.GetUID())+"/"+m.GetResourceVersion()]++
+			mu.Unlock()
+		}
+		return controller.Project(obj)
+	}
+	c, err := cache.New(env.Admin, cache.Options{Scheme: env.Client.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}, DefaultTransform: transform})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInformer(t.Context(), &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(t.Context()) }()
+	if !c.WaitForCacheSync(testenv.Bounded(t)) {
+		t.Fatal("cache did not sync")
+	}
+	mu.Lock()
+	twice := 0
+	for _, n := range calls {
+		if n > 1 {
+			twice++
+		}
+	}
+	mu.Unlock()
+	if twice == 0 {
+		t.Errorf("no existing object was transformed twice (%v): client-go changed, and the projection's mark may no longer be needed", calls)
+	}
+	for i := range 3 {
+		live, cached := &corev1.ConfigMap{}, &corev1.ConfigMap{}
+		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("cm-%d", i)}
+		if err := errors.Join(env.Client.Get(context.Background(), key, live), c.Get(context.Background(), key, cached)); err != nil {
+			t.Fatal(err)
+		}
+		once, err := controller.Project(live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(once.(*corev1.ConfigMap).Data, cached.Data) {
+			t.Errorf("%s: the cache holds %q, not one projection of the live object %q", key.Name, cached.Data, once.(*corev1.ConfigMap).Data)
 		}
 	}
 }

@@ -27,7 +27,10 @@ import (
 //     projected sources, envFrom and env valueFrom of containers and init containers).
 //
 // A projection is marked (selfLink, which the API server no longer sets, holds Projection), and
-// projecting it again returns it unchanged: client-go may run a transform twice on one object.
+// projecting it again returns it unchanged: client-go transforms the objects of an informer's
+// initial watch-list twice (the reflector hands the transformed objects to its FIFO's Replace,
+// which transforms them again), and a digest of a digest would differ from the digest of the
+// data. TestTransformOfExistingObjects shows both.
 func Project(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok && m.GetSelfLink() == Projection {
 		return obj, nil
@@ -87,7 +90,7 @@ func sourceMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 
 // workloadMeta keeps of a workload's metadata its identity and the reloader's annotations.
 func workloadMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return keep(identity(m), m.Annotations, DigestsAnnotation, PausedAnnotation, PausedUntilAnnotation)
+	return keep(identity(m), m.Annotations, DigestsAnnotation, SourcesAnnotation, PausedAnnotation, PausedUntilAnnotation)
 }
 
 func keep(p metav1.ObjectMeta, from map[string]string, keys ...string) metav1.ObjectMeta {

@@ -7,11 +7,15 @@ package controller
 // what it last saw, as recorded on the workload.
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kpatterns/kpatterns/shared/digest"
@@ -54,78 +58,144 @@ func (r Ref) Entry() string {
 // projected volume sources, and envFrom and env valueFrom of containers and init containers. A
 // source is optional only if every reference to it is; it is read whole if any reference reads
 // every key, else the union of the keys its references select.
-func Refs(spec *corev1.PodSpec) []Ref {
-	type use struct {
-		required, whole bool
-		keys            map[string]bool
+func Refs(spec *corev1.PodSpec) []Ref { return podUses(spec).refs() }
+
+// podUses are the uses of the references of a Pod spec.
+func podUses(spec *corev1.PodSpec) refUses {
+	uses := refUses{}
+	uses.volumes(spec.Volumes)
+	uses.containers(slices.Concat(spec.InitContainers, spec.Containers))
+	return uses
+}
+
+// SourcesAnnotation on a workload names sources its Pods read although their template does not
+// reference them — an application that reads a ConfigMap through the API, a sidecar's file:
+// comma-separated "configmap/<name>" or "secret/<name>", each optionally followed by
+// ":<key>+<key>", the keys that count. They count as the template's references do, as optional
+// ones (the Pods start without them): recorded, and a change of their data rolls the workload.
+const SourcesAnnotation = "patterns.kpatterns.dev/reloader-sources"
+
+// WorkloadRefs are the Refs of workload obj's Pod template with the sources its SourcesAnnotation
+// names, and an error naming each entry of that annotation that names no source (left out).
+func WorkloadRefs(w WorkloadKind, obj client.Object) ([]Ref, error) {
+	uses := podUses(&w.Template(obj).Spec)
+	var bad []string
+	for entry := range strings.SplitSeq(obj.GetAnnotations()[SourcesAnnotation], ",") {
+		if entry = strings.TrimSpace(entry); entry == "" {
+			continue
+		}
+		src, keyList, selects := strings.Cut(entry, ":")
+		kind, name, _ := strings.Cut(src, "/")
+		var keys []string
+		if selects {
+			keys = strings.Split(keyList, "+")
+		}
+		if Kind(kind) != ConfigMap && Kind(kind) != Secret || len(validation.IsDNS1123Subdomain(name)) > 0 ||
+			slices.ContainsFunc(keys, func(k string) bool { return len(validation.IsConfigMapKey(k)) > 0 }) {
+			bad = append(bad, strconv.Quote(entry))
+			continue
+		}
+		uses.add(Kind(kind), name, ptr.To(true), keys)
 	}
-	type source struct {
-		kind Kind
-		name string
+	refs := uses.refs()
+	if len(bad) > 0 {
+		return refs, fmt.Errorf("%s: %s: want configmap/<name> or secret/<name>, optionally :<key>+<key>", SourcesAnnotation, strings.Join(bad, ", "))
 	}
-	uses := map[source]*use{}
-	add := func(kind Kind, name string, optional *bool, keys []string) {
-		if name == "" {
-			return
-		}
-		r := source{kind, name}
-		u := uses[r]
-		if u == nil {
-			u = &use{keys: map[string]bool{}}
-			uses[r] = u
-		}
-		u.required = u.required || optional == nil || !*optional
-		u.whole = u.whole || keys == nil
-		for _, k := range keys {
-			u.keys[k] = true
-		}
+	return refs, nil
+}
+
+// refUses are how a Pod template's references use each source: whether any requires it, whether
+// any reads it whole, and else the keys they read.
+type refUses map[refSource]*refUse
+
+type refSource struct {
+	kind Kind
+	name string
+}
+
+type refUse struct {
+	required, whole bool
+	keys            map[string]bool
+}
+
+// add records one reference; keys nil: every key.
+func (uses refUses) add(kind Kind, name string, optional *bool, keys []string) {
+	if name == "" {
+		return
 	}
-	items := func(in []corev1.KeyToPath) []string { // nil: no items, every key
-		if len(in) == 0 {
-			return nil
-		}
-		keys := make([]string, len(in))
-		for i, it := range in {
-			keys[i] = it.Key
-		}
-		return keys
+	r := refSource{kind, name}
+	u := uses[r]
+	if u == nil {
+		u = &refUse{keys: map[string]bool{}}
+		uses[r] = u
 	}
-	for _, v := range spec.Volumes {
+	u.required = u.required || optional == nil || !*optional
+	u.whole = u.whole || keys == nil
+	for _, k := range keys {
+		u.keys[k] = true
+	}
+}
+
+// items are the keys a volume's items select (nil: no items, every key).
+func items(in []corev1.KeyToPath) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	keys := make([]string, len(in))
+	for i, it := range in {
+		keys[i] = it.Key
+	}
+	return keys
+}
+
+func (uses refUses) volumes(volumes []corev1.Volume) {
+	for _, v := range volumes {
 		if v.ConfigMap != nil {
-			add(ConfigMap, v.ConfigMap.Name, v.ConfigMap.Optional, items(v.ConfigMap.Items))
+			uses.add(ConfigMap, v.ConfigMap.Name, v.ConfigMap.Optional, items(v.ConfigMap.Items))
 		}
 		if v.Secret != nil {
-			add(Secret, v.Secret.SecretName, v.Secret.Optional, items(v.Secret.Items))
+			uses.add(Secret, v.Secret.SecretName, v.Secret.Optional, items(v.Secret.Items))
 		}
-		if v.Projected != nil {
-			for _, s := range v.Projected.Sources {
-				if s.ConfigMap != nil {
-					add(ConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional, items(s.ConfigMap.Items))
-				}
-				if s.Secret != nil {
-					add(Secret, s.Secret.Name, s.Secret.Optional, items(s.Secret.Items))
-				}
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ConfigMap != nil {
+				uses.add(ConfigMap, s.ConfigMap.Name, s.ConfigMap.Optional, items(s.ConfigMap.Items))
+			}
+			if s.Secret != nil {
+				uses.add(Secret, s.Secret.Name, s.Secret.Optional, items(s.Secret.Items))
 			}
 		}
 	}
-	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+}
+
+func (uses refUses) containers(containers []corev1.Container) {
+	for _, c := range containers {
 		for _, e := range c.EnvFrom { // a prefix renames the variables; every key is still read
 			if e.ConfigMapRef != nil {
-				add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional, nil)
+				uses.add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional, nil)
 			}
 			if e.SecretRef != nil {
-				add(Secret, e.SecretRef.Name, e.SecretRef.Optional, nil)
+				uses.add(Secret, e.SecretRef.Name, e.SecretRef.Optional, nil)
 			}
 		}
 		for _, e := range c.Env {
-			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-				add(ConfigMap, e.ValueFrom.ConfigMapKeyRef.Name, e.ValueFrom.ConfigMapKeyRef.Optional, []string{e.ValueFrom.ConfigMapKeyRef.Key})
+			if e.ValueFrom == nil {
+				continue
 			}
-			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-				add(Secret, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Optional, []string{e.ValueFrom.SecretKeyRef.Key})
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+				uses.add(ConfigMap, r.Name, r.Optional, []string{r.Key})
+			}
+			if r := e.ValueFrom.SecretKeyRef; r != nil {
+				uses.add(Secret, r.Name, r.Optional, []string{r.Key})
 			}
 		}
 	}
+}
+
+// refs are the references, sorted by Key.
+func (uses refUses) refs() []Ref {
 	refs := make([]Ref, 0, len(uses))
 	for src, u := range uses {
 		r := Ref{Kind: src.kind, Name: src.name, Optional: !u.required}
@@ -222,7 +292,8 @@ func parseSeen(v string) map[string]string {
 }
 
 // changedSources names the sources referenced in both DigestsAnnotation values whose digest
-// differs; nil if the set of references changed (then the template was edited anyway).
+// differs, each with its digest before and after ("secret/b (0123456789abcdef → fedcba9876543210)"),
+// sorted; nil if the set of references changed (then the template was edited anyway).
 func changedSources(before, after string) []string {
 	b, a := parseSeen(before), parseSeen(after)
 	if !slices.Equal(slices.Sorted(maps.Keys(b)), slices.Sorted(maps.Keys(a))) {
@@ -231,7 +302,7 @@ func changedSources(before, after string) []string {
 	var keys []string
 	for k, d := range a {
 		if b[k] != d && b[k] != Ignored && d != Ignored { // ignored, or no longer: a new baseline
-			keys = append(keys, k)
+			keys = append(keys, k+" ("+b[k]+" → "+d+")")
 		}
 	}
 	slices.Sort(keys)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -32,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -69,7 +70,22 @@ const (
 	ReasonInvalidPause = "InvalidPause"
 	// Ignored is an ignored source's entry in DigestsAnnotation.
 	Ignored = "ignored"
+	// ReasonSourceMissing is the reason of the Warning event on a workload one of whose required
+	// sources does not exist: nothing is written or rolled until it does.
+	ReasonSourceMissing = "SourceMissing"
+	// ReasonInvalidSources is the reason of the Warning event on a workload whose
+	// SourcesAnnotation has entries that name no source: they are left out.
+	ReasonInvalidSources = "InvalidSources"
 )
+
+// Rollouts counts the rollouts the reloader made, by workload kind and namespace
+// (kpatterns_reloader_rollouts_total on /metrics).
+var Rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kpatterns_reloader_rollouts_total",
+	Help: "Rollouts the reloader made: Pod templates it changed for changed data of their sources.",
+}, []string{"kind", "namespace"})
+
+func init() { metrics.Registry.MustRegister(Rollouts) }
 
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=list;watch;patch
@@ -187,7 +203,7 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 // IndexWorkloadBySource is the field index function of WorkloadBySourceIndex for workload w.
 func IndexWorkloadBySource(w WorkloadKind) client.IndexerFunc {
 	return func(obj client.Object) []string {
-		refs := Refs(&w.Template(obj).Spec)
+		refs, _ := WorkloadRefs(w, obj) // a bad entry is reported by Reconcile
 		keys := make([]string, len(refs))
 		for i, r := range refs {
 			keys[i] = r.Key()
@@ -255,32 +271,6 @@ type Reconciler struct {
 	limit          *rollouts // shared by every kind's reconciler; nil: no bound
 }
 
-// rollouts hands out rollout slots at a bounded rate: a workload due to roll reserves one and is
-// requeued for it, so waiting costs no reconcile in between.
-type rollouts struct {
-	limiter *rate.Limiter
-	slots   sync.Map // workload key (kind/namespace/name) → time.Time of its reserved slot
-}
-
-// wait is how long until the workload's slot (0: roll now), reserving one if it has none.
-func (l *rollouts) wait(key string) time.Duration {
-	if l == nil {
-		return 0
-	}
-	if at, ok := l.slots.Load(key); ok {
-		if d := time.Until(at.(time.Time)); d > 0 {
-			return d
-		}
-		l.slots.Delete(key)
-		return 0
-	}
-	if d := l.limiter.Reserve().Delay(); d > 0 {
-		l.slots.Store(key, time.Now().Add(d))
-		return d
-	}
-	return 0
-}
-
 // Reconcile compares the digests of the workload's sources with those it last saw (DigestsAnnotation)
 // and writes only on a difference: the template too when the same sources' data changed (a
 // rollout), the metadata alone when there was no baseline yet or the references changed (the
@@ -296,7 +286,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	tpl := w.Template(obj)
-	refs := Refs(&tpl.Spec)
+	refs, err := WorkloadRefs(w, obj)
+	if err != nil { // the other sources still count
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSources, "Rollout", "%v", err)
+	}
 	var getErr error
 	var missing []string
 	digests := Digests(refs, func(ref Ref) client.Object {
@@ -322,8 +315,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if len(missing) > 0 {
 		// A required source is missing (deleted, or not created yet): new Pods could not start,
-		// so nothing is written. Its creation reconciles again.
-		logf.FromContext(ctx).Info("waiting for required sources", "missing", missing)
+		// so nothing is written. Its creation reconciles again: with the data last seen, nothing
+		// rolls; with other data, one rollout.
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonSourceMissing, "Rollout",
+			"required %s missing: nothing rolls until it exists (new Pods could not start)", strings.Join(missing, ", "))
 		return reconcile.Result{}, nil
 	}
 	now, before := seen(refs, digests), obj.GetAnnotations()[DigestsAnnotation]
@@ -363,37 +358,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if roll {
 		r.rolled.Store(req.NamespacedName, time.Now())
+		Rollouts.WithLabelValues(w.Kind, req.Namespace).Inc()
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "rolling out for changed data of %s", strings.Join(changed, ", "))
 	}
 	return reconcile.Result{}, nil
-}
-
-// paused says whether the workload's rollouts are held (PausedAnnotation, PausedUntilAnnotation),
-// and until when (zero: until the annotation goes). A time that does not parse holds them, with a
-// Warning event.
-func (r *Reconciler) paused(obj client.Object) (bool, time.Time) {
-	a := obj.GetAnnotations()
-	if a[PausedAnnotation] == "true" {
-		return true, time.Time{}
-	}
-	v, ok := a[PausedUntilAnnotation]
-	if !ok {
-		return false, time.Time{}
-	}
-	until, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidPause, "Rollout",
-			"%s %q is not an RFC 3339 time: rollouts are held until it is fixed or removed", PausedUntilAnnotation, v)
-		return true, time.Time{}
-	}
-	return time.Now().Before(until), until
-}
-
-// wait is how long until the workload may roll again (0: now).
-func (r *Reconciler) wait(key client.ObjectKey) time.Duration {
-	last, ok := r.rolled.Load(key)
-	if !ok {
-		return 0
-	}
-	return max(0, r.CoalesceWindow-time.Since(last.(time.Time)))
 }

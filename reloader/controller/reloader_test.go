@@ -188,8 +188,8 @@ func TestChangedSources(t *testing.T) {
 		before, after string
 		want          []string
 	}{
-		{"configmap/a=1,secret/b=2", "configmap/a=1,secret/b=3", []string{"secret/b"}},
-		{"configmap/a=1,secret/b=2", "configmap/a=9,secret/b=3", []string{"configmap/a", "secret/b"}},
+		{"configmap/a=1,secret/b=2", "configmap/a=1,secret/b=3", []string{"secret/b (2 → 3)"}},
+		{"configmap/a=1,secret/b=2", "configmap/a=9,secret/b=3", []string{"configmap/a (1 → 9)", "secret/b (2 → 3)"}},
 		{"configmap/a=1,secret/b=2", "configmap/a=1", nil}, // the references changed: no rollout of the reloader's
 		{"configmap/a=1", "configmap/a=1,configmap/c=4", nil},
 		{"", "configmap/a=1", nil},
