@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
+	"github.com/kpatterns/kpatterns/e2e/workspace"
 	"github.com/kpatterns/kpatterns/shared/conditions"
 )
 
@@ -31,7 +33,7 @@ func (d *demo) start(pattern string) error {
 	step(fmt.Sprintf("Install %s (server-side apply of its generated manifests: what it needs and nothing more) and run it as its ServiceAccount", pattern))
 	bin := filepath.Join(filepath.Dir(d.dir), "bin", pattern)
 	var install, run []string
-	if webhookPatterns[pattern] { // served here, called by the API server on 127.0.0.1
+	if workspace.ServesWebhooks(filepath.Dir(d.dir), pattern) { // served here, called by the API server on 127.0.0.1
 		w, err := localcluster.PrepareWebhook(bin, ns, filepath.Join(d.dir, pattern+"-certs"), d.webhookHost)
 		if err != nil {
 			return err
@@ -203,4 +205,20 @@ func show(name string, fields map[string]any) {
 	fields["name"] = name
 	b, _ := yaml.Marshal(fields)
 	fmt.Print("    " + strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", "\n    ") + "\n")
+}
+
+// sample reads one of a pattern's samples (<pattern>/config/samples/<file>, embedded in its config
+// package) into obj, in namespace ("" for a cluster-scoped kind), and prints the kubectl command
+// that applies it.
+func sample(config fs.FS, pattern, file, namespace string, obj client.Object) error {
+	b, err := fs.ReadFile(config, "samples/"+file)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(b, obj); err != nil {
+		return fmt.Errorf("%s/config/samples/%s: %w", pattern, file, err)
+	}
+	obj.SetNamespace(namespace)
+	fmt.Printf("    kubectl apply -f %s/config/samples/%s\n", pattern, file)
+	return nil
 }
