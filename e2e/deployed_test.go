@@ -95,13 +95,15 @@ func TestDeployed(t *testing.T) {
 			if deployImagesErr != nil {
 				t.Fatal(deployImagesErr)
 			}
-			for _, archive := range deployArchives { // kind load image-archive, or the real node's containerd
-				var err error
-				if ctx, err = envfuncs.LoadImageArchiveToCluster(clusterName, archive)(ctx, cfg); err != nil {
-					t.Fatal(err)
+			if !kindRun { // kind's node has them from the suite's setup; the real node's containerd not yet
+				for _, archive := range deployArchives {
+					var err error
+					if ctx, err = envfuncs.LoadImageArchiveToCluster(clusterName, archive)(ctx, cfg); err != nil {
+						t.Fatal(err)
+					}
 				}
+				t.Logf("%d images (built while the tests before ran) loaded in %s", len(deployArchives), time.Since(began).Round(time.Second))
 			}
-			t.Logf("%d images (built while the tests before ran) loaded in %s", len(deployArchives), time.Since(began).Round(time.Second))
 			installDatabaseCRD(ctx, t, cfg)
 			installServiceMonitorCRD(ctx, t, cfg)
 			return ctx
@@ -134,6 +136,12 @@ func TestDeployed(t *testing.T) {
 				restart(ctx, t, c, work)
 			}
 			undeploy(ctx, t, cfg, p, rendered)
+			if p == chartPattern {
+				installedByChart(ctx, t, cfg, p)
+			}
+			if p == bundlePattern {
+				installedByBundle(ctx, t, cfg, p)
+			}
 			return ctx
 		})
 	}
@@ -463,17 +471,34 @@ func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, ex
 	if b, err := combined(cmd); err != nil {
 		t.Fatalf("%s install --image: %v\n%s", p, err, b)
 	}
+	waitRunning(t, cfg, p)
+	objs, err := decodeYAML(rendered.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// waitRunning waits for p's Deployment in deployedNamespace to have every replica Running and
+// Ready, never restarted, none on kwok's node.
+func waitRunning(t *testing.T, cfg *envconf.Config, p string) {
+	waitRunningIn(t, cfg, deployedNamespace, p)
+}
+
+// waitRunningIn is waitRunning in namespace ns.
+func waitRunningIn(t *testing.T, cfg *envconf.Config, ns, p string) {
+	t.Helper()
 	c := clientFor(t, cfg)
 	d := &appsv1.Deployment{}
 	waitFor(t, p+"'s Pods Running and Ready on the real node", func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: deployedNamespace, Name: p}, d); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: p}, d); err != nil {
 			return false, err
 		}
-		if refused := refusedPods(ctx, t, c, deployedNamespace); refused != "" {
+		if refused := refusedPods(ctx, t, c, ns); refused != "" {
 			return false, errors.New(refused)
 		}
 		pods := &corev1.PodList{}
-		if err := c.List(ctx, pods, client.InNamespace(deployedNamespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+		if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
 			return false, err
 		}
 		ready := 0
@@ -492,11 +517,6 @@ func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, ex
 		}
 		return ready == int(*d.Spec.Replicas) && d.Status.ReadyReplicas == *d.Spec.Replicas, nil
 	})
-	objs, err := decodeYAML(rendered.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return objs
 }
 
 // combined runs cmd (from command) and returns its output and errors together.
@@ -514,8 +534,7 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// undeploy runs `uninstall` and checks that none of the rendered objects is left but the CRDs
-// (deleted only with --crds) and the namespace (other patterns may live there).
+// undeploy runs `uninstall` and checks that nothing it applied is left (nothingLeft).
 func undeploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, rendered []*unstructured.Unstructured) {
 	t.Helper()
 	cmd := command(ctx, root, filepath.Join(bins, p), "uninstall")
@@ -523,12 +542,20 @@ func undeploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, 
 	if b, err := combined(cmd); err != nil {
 		t.Fatalf("%s uninstall: %v\n%s", p, err, b)
 	}
+	nothingLeft(t, cfg, p, rendered)
+}
+
+// nothingLeft waits until none of the rendered objects is left but the CRDs (uninstall deletes
+// them only with --crds, helm never) and the namespace (other patterns may live there), and none
+// of p's Pods.
+func nothingLeft(t *testing.T, cfg *envconf.Config, p string, rendered []*unstructured.Unstructured) {
+	t.Helper()
 	c := clientFor(t, cfg)
-	waitFor(t, p+": nothing install applied is left", func(ctx context.Context) (bool, error) {
+	waitFor(t, p+": nothing installed is left", func(ctx context.Context) (bool, error) {
 		var left []string
 		for _, o := range rendered {
 			if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace" {
-				continue // uninstall deletes CRDs only with --crds, and never a namespace
+				continue
 			}
 			got := &unstructured.Unstructured{}
 			got.SetGroupVersionKind(o.GroupVersionKind())
@@ -690,7 +717,13 @@ var deployedBehaviour = map[string]func(ctx context.Context, t *testing.T, c cli
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: work},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx:1.27",
 				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}
-		testenv.Denied(t, c.Create(ctx, pod, client.DryRunAll), "container c is privileged")
+		// The webhook reads the labels from its informer cache, which sees the patch a moment later.
+		var err error
+		waitFor(t, "the privileged Pod denied", func(ctx context.Context) (bool, error) {
+			err = c.Create(ctx, pod.DeepCopy(), client.DryRunAll)
+			return err != nil, nil
+		})
+		testenv.Denied(t, err, "container c is privileged")
 	},
 }
 

@@ -54,10 +54,11 @@ const operatorNamespace = "default"
 // patterns are the binaries the suite runs: the repository's, from go.work (TestMain).
 var patterns []string
 
-// webhookPatterns serve admission webhooks: locally they run outside the cluster, called by URL
-// on 127.0.0.1 with a development certificate (webhooks holds it while the pattern runs).
+// webhookPatterns serve admission webhooks (those with a generated config/webhook, TestMain):
+// locally they run outside the cluster, called by URL on 127.0.0.1 with a development certificate
+// (webhooks holds it while the pattern runs).
 var (
-	webhookPatterns = map[string]bool{"deploypolicy": true, "widget": true, "dbpolicy": true, "podpolicy": true}
+	webhookPatterns = map[string]bool{}
 	webhooks        = map[string]*localcluster.Webhook{}
 	// processes are the running pattern processes (local path), by pattern.
 	processes = map[string]*localcluster.Pattern{}
@@ -76,6 +77,9 @@ func TestMain(m *testing.M) {
 	if patterns, err = workspace.Patterns(root); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
+	}
+	for _, p := range patterns {
+		webhookPatterns[p] = workspace.ServesWebhooks(root, p)
 	}
 	provider, err := selectProvider()
 	if err != nil {
@@ -162,25 +166,29 @@ func buildPatterns(cluster string) env.Func {
 			if err := command(ctx, root, "go", args...).Run(); err != nil {
 				return ctx, fmt.Errorf("images: %w", err)
 			}
-			for _, p := range others {
+			for _, p := range others { // every feature deploys its pattern from its image on kind
 				archive := filepath.Join(out, p+"-linux-"+runtime.GOARCH+".tar")
 				if ctx, err = envfuncs.LoadImageArchiveToCluster(cluster, archive)(ctx, cfg); err != nil {
 					return ctx, err
 				}
 				deployArchives = append(deployArchives, archive)
 			}
-			close(deployImages) // TestDeployed's: built already
+			close(deployImages) // TestDeployed's: built and loaded already
 		} else if localProvider != nil && localProvider.Cluster().HasRealNode() {
 			go buildDeployImages() // for TestDeployed, while the tests before it run
 		} else {
 			close(deployImages)
 		}
 		// One go build for every pattern: shared packages are compiled once, links run in parallel.
-		args := []string{"build", "-o", bins + string(filepath.Separator)}
+		// Static and -trimpath, as the images' binaries and bin/ are (go tool task build): their
+		// compiled packages in Go's build cache serve this build, in any clone.
+		args := []string{"build", "-trimpath", "-o", bins + string(filepath.Separator)}
 		for _, p := range patterns {
 			args = append(args, "./"+p)
 		}
-		if err := command(ctx, root, "go", args...).Run(); err != nil {
+		cmd := command(ctx, root, "go", args...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if err := cmd.Run(); err != nil {
 			return ctx, fmt.Errorf("building the patterns: %w", err)
 		}
 		return ctx, nil

@@ -5,12 +5,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -65,10 +69,12 @@ func TestReloader(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			var baseline string // configmap/app-config=<16 hex>
 			waitFor(t, "the reloader's baseline on the opted-in Deployment", func(ctx context.Context) (bool, error) {
 				d := &appsv1.Deployment{}
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "opted"}, d)
-				return err == nil && d.Annotations[controller.DigestsAnnotation] != "", err
+				baseline = d.Annotations[controller.DigestsAnnotation]
+				return err == nil && baseline != "", err
 			})
 			before := rolledOut(ctx, t, c, ns, "opted")
 			if len(before) != 1 {
@@ -92,6 +98,24 @@ func TestReloader(t *testing.T) {
 				return err == nil && len(list.Items) == len(before)+1, err
 			})
 			rolledOut(ctx, t, c, ns, "opted") // its Pods are Ready again
+			// The rollout explained: the source, its recorded digest before and after, no value.
+			note := regexp.MustCompile(`^rolling out for changed data of configmap/app-config \(` +
+				regexp.QuoteMeta(strings.TrimPrefix(baseline, "configmap/app-config=")) + ` → [0-9a-f]{16}\)$`)
+			waitFor(t, "the RollingOut event naming configmap/app-config and its digests", func(ctx context.Context) (bool, error) {
+				list := &eventsv1.EventList{}
+				if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+					return false, err
+				}
+				for _, e := range list.Items {
+					if e.Regarding.Name == "opted" && e.Reason == controller.ReasonRollingOut {
+						if !note.MatchString(e.Note) {
+							return false, fmt.Errorf("RollingOut note %q, want %s", e.Note, note)
+						}
+						return true, nil
+					}
+				}
+				return false, nil
+			})
 			if after := rolledOut(ctx, t, c, ns, "plain"); len(after) != len(plainBefore) {
 				t.Fatalf("the Deployment that did not opt in rolled: %d ReplicaSets, was %d", len(after), len(plainBefore))
 			}
@@ -179,6 +203,44 @@ func TestReloader(t *testing.T) {
 			waitFor(t, "whole rolled for level", func(context.Context) (bool, error) { return replicaSets("whole") == 4, nil })
 			if n := replicaSets("by-port"); n != 2 {
 				t.Fatalf("by-port has %d ReplicaSets, want 2: it rolled for a key it does not read", n)
+			}
+			return ctx
+		}).
+		Assess("a required source deleted warns and rolls nothing; re-created with other data it rolls once", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fragile", Namespace: ns}, Data: map[string]string{"k": "v"}}
+			web := deploymentUsing(ns, "fragile-web", "fragile", true)
+			web.Spec.Replicas = ptr.To[int32](0)
+			for _, obj := range []client.Object{cm, web} {
+				if err := c.Create(ctx, obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "fragile-web's baseline", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(web), web)
+				return err == nil && web.Annotations[controller.DigestsAnnotation] != "", err
+			})
+			if err := c.Delete(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the SourceMissing warning on fragile-web", func(ctx context.Context) (bool, error) {
+				list := &eventsv1.EventList{}
+				err := c.List(ctx, list, client.InNamespace(ns))
+				return err == nil && slices.ContainsFunc(list.Items, func(e eventsv1.Event) bool {
+					return e.Regarding.Name == "fragile-web" && e.Reason == controller.ReasonSourceMissing && e.Type == corev1.EventTypeWarning
+				}), err
+			})
+			generation := web.Generation
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fragile", Namespace: ns}, Data: map[string]string{"k": "other"}}
+			if err := c.Create(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "fragile-web rolled once for the re-created data", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(web), web)
+				return err == nil && web.Spec.Template.Annotations[digest.Annotation] != "", err
+			})
+			if web.Generation != generation+1 {
+				t.Fatalf("fragile-web's generation %d → %d: want one write, the rollout", generation, web.Generation)
 			}
 			return ctx
 		}).

@@ -138,10 +138,39 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 			_ = c.Stop() // whatever did start; the error says why
 		}
 	}()
+	cp, err := c.startAPIServer(assets)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startControllers(assets, o); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startKwok(ctx, assets, cl); err != nil {
+		return nil, err
+	}
+	if o.RealNode {
+		if err := c.startNode(ctx, cp.APIServer.Port, cp); err != nil {
+			return nil, fmt.Errorf("the real node: %w", err)
+		}
+	}
+	if err := c.WaitReady(ctx, cl); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
+// startAPIServer starts etcd and kube-apiserver (envtest's, configured as a cluster's) and writes
+// the admin kubeconfig and the CA file.
+func (c *Cluster) startAPIServer(assets string) (*envtest.ControlPlane, error) {
+	dir := c.Dir
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
 	cp := &env.ControlPlane
 	cp.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
+	var err error
 	if cp.Etcd.Out, err = c.logFile("etcd"); err != nil {
 		return nil, err
 	}
@@ -190,15 +219,17 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.Config = admin.Config()
-	pki := cp.APIServer.CertDir
-	caFile := filepath.Join(pki, "ca.crt")
-	if err := os.WriteFile(caFile, cp.APIServer.CA, 0o600); err != nil {
-		return nil, err
-	}
+	return cp, os.WriteFile(filepath.Join(cp.APIServer.CertDir, "ca.crt"), cp.APIServer.CA, 0o600)
+}
+
+// startControllers starts kube-controller-manager (its controllers: controllers, and the
+// EndpointSlice controller with the real node) and kube-scheduler against the admin kubeconfig.
+func (c *Cluster) startControllers(assets string, o Options) error {
 	ports, err := freePorts(2)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	pki := filepath.Join(c.Dir, "pki")
 	// The cluster's own controllers are never the bottleneck of a measurement: at their default
 	// client rate (20/s, burst 30) kube-controller-manager takes minutes over 2,000 Deployments.
 	delegation := []string{"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig,
@@ -212,30 +243,12 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 		"--secure-port="+ports[0],
 		"--controllers="+strings.Join(kcm, ","),
 		"--service-account-private-key-file="+filepath.Join(pki, "sa-signer.key"),
-		"--root-ca-file="+caFile,
+		"--root-ca-file="+filepath.Join(pki, "ca.crt"),
 		"--use-service-account-credentials=false",
 	)...); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.start(assets, "kube-scheduler", append(delegation, "--secure-port="+ports[1])...); err != nil {
-		return nil, err
-	}
-	cl, err := client.New(c.Config, client.Options{})
-	if err != nil {
-		return nil, err
-	}
-	if err := c.startKwok(ctx, assets, cl); err != nil {
-		return nil, err
-	}
-	if o.RealNode {
-		if err := c.startNode(ctx, cp.APIServer.Port, cp); err != nil {
-			return nil, fmt.Errorf("the real node: %w", err)
-		}
-	}
-	if err := c.WaitReady(ctx, cl); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c.start(assets, "kube-scheduler", append(delegation, "--secure-port="+ports[1])...)
 }
 
 // startKwok starts kwok against c.Kubeconfig and registers the fake node it plays.

@@ -31,3 +31,10 @@ func Patterns(root string) ([]string, error) {
 	}
 	return patterns, nil
 }
+
+// ServesWebhooks reports whether a pattern serves admission webhooks: controller-gen wrote its
+// config/webhook from its +kubebuilder:webhook markers.
+func ServesWebhooks(root, pattern string) bool {
+	_, err := os.Stat(filepath.Join(root, pattern, "config", "webhook"))
+	return err == nil
+}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,12 +44,14 @@ var (
 	// flagRef is a --flag a document names; flagDef a flag a Go file defines on a flag.FlagSet
 	// (fs.StringVar(&v, "name", …), fs.Bool("name", …), …).
 	flagRef = regexp.MustCompile(`(?:^|[^A-Za-z0-9-])--([a-z][a-z0-9-]*)`)
-	flagDef = regexp.MustCompile(`\.(?:String|Bool|Int|Int64|Uint|Float64|Duration|Func|BoolFunc|Var|TextVar)(?:Var)?\((?:[^"()]*,\s*)?"([a-z][a-z0-9-]*)"`)
+	// repoImport is an import of a package of another directory of this repository.
+	repoImport = regexp.MustCompile(`"github\.com/kpatterns/kpatterns/([a-z0-9]+)/`)
+	flagDef    = regexp.MustCompile(`\.(?:String|Bool|Int|Int64|Uint|Float64|Duration|Func|BoolFunc|Var|TextVar)(?:Var)?\((?:[^"()]*,\s*)?"([a-z][a-z0-9-]*)"`)
 )
 
 // otherFlags are flags the documents name that are not this repository's own: those a dependency
 // binds on its commands (controller-runtime's zap options), and other tools' (on lines naming
-// kubectl, the flags are kubectl's and are not checked).
+// kubectl, helm or kubebuilder, the flags are that tool's and are not checked).
 var otherFlags = map[string]string{
 	"zap-devel": "controller-runtime", "zap-encoder": "controller-runtime", "zap-log-level": "controller-runtime",
 	"zap-stacktrace-level": "controller-runtime", "zap-time-encoding": "controller-runtime",
@@ -56,6 +59,8 @@ var otherFlags = map[string]string{
 	"max-mutating-requests-inflight": "kube-apiserver", "enable-aggregator-routing": "kube-apiserver",
 	"list-all": "go-task",
 }
+
+var otherTool = regexp.MustCompile(`\b(kubectl|helm|kubebuilder) `)
 
 func main() {
 	root := "."
@@ -83,8 +88,9 @@ func Check(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	code := map[string]bool{}  // KPATTERNS_* names that code or scripts mention
-	flags := map[string]bool{} // flags a command of the repository defines
+	code := map[string]bool{}               // KPATTERNS_* names that code or scripts mention
+	flags := map[string]map[string]bool{}   // flags a command of the repository defines → the top directories defining it
+	imports := map[string]map[string]bool{} // top directory → the top directories its Go files import
 	var docs, goFiles []string
 	for _, f := range files {
 		switch {
@@ -108,8 +114,18 @@ func Check(root string) ([]string, error) {
 			code[string(n)] = true
 		}
 		if strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") {
+			top := topDir(f)
 			for _, m := range flagDef.FindAllSubmatch(b, -1) {
-				flags[string(m[1])] = true
+				if flags[string(m[1])] == nil {
+					flags[string(m[1])] = map[string]bool{}
+				}
+				flags[string(m[1])][top] = true
+			}
+			if imports[top] == nil {
+				imports[top] = map[string]bool{}
+			}
+			for _, m := range repoImport.FindAllSubmatch(b, -1) {
+				imports[top][string(m[1])] = true
 			}
 		}
 	}
@@ -131,8 +147,13 @@ func Check(root string) ([]string, error) {
 				}
 			}
 			for _, m := range flagRef.FindAllStringSubmatch(line, -1) {
-				if _, other := otherFlags[m[1]]; !flags[m[1]] && !other && !strings.Contains(line, "kubectl ") {
+				_, other := otherFlags[m[1]]
+				switch {
+				case other || otherTool.MatchString(line):
+				case len(flags[m[1]]) == 0:
 					problems = append(problems, fmt.Sprintf("%s: --%s: no command of the repository defines this flag", at, m[1]))
+				case !definedFor(f, flags[m[1]], imports):
+					problems = append(problems, fmt.Sprintf("%s: --%s: not a flag of %s (defined in %s)", at, m[1], topDir(f), strings.Join(slices.Sorted(maps.Keys(flags[m[1]])), ", ")))
 				}
 			}
 			for _, m := range taskRef.FindAllStringSubmatch(line, -1) {
@@ -167,6 +188,31 @@ func Check(root string) ([]string, error) {
 		}
 	}
 	return problems, nil
+}
+
+// definedFor says whether a flag defined in the top directories where may be named by document
+// doc: anywhere outside a pattern; in a pattern's directory, if that pattern, shared/, e2e/ (the
+// project's commands), a file at the root or a package the pattern imports defines it.
+func definedFor(doc string, where map[string]bool, imports map[string]map[string]bool) bool {
+	top := topDir(doc)
+	if top == "" || imports[top] == nil || top == "shared" || top == "e2e" || top == "tools" {
+		return true // a document of the repository, not of one pattern
+	}
+	for dir := range where {
+		if dir == top || dir == "" || dir == "shared" || dir == "e2e" || imports[top][dir] {
+			return true
+		}
+	}
+	return false
+}
+
+// topDir is the first directory of a repository path ("" for a file at the root).
+func topDir(path string) string {
+	top, _, found := strings.Cut(path, "/")
+	if !found {
+		return ""
+	}
+	return top
 }
 
 // patternTable checks that README.md's pattern table lists go.work's patterns, each once.

@@ -36,7 +36,9 @@ func TestPlantedNamesFail(t *testing.T) {
 		"`alpha install --image x --crds --zap-log-level 2`; `alpha run --frobnicate`",
 		"kubectl apply --dry-run=server -f x.yaml # kubectl's flags are not checked",
 	}, "\n"))
-	write(t, root, "alpha/README.md", "# alpha\n")
+	write(t, root, "alpha/main.go", Header+"\npackage main\n\nimport _ \"github.com/kpatterns/kpatterns/shared/app\"\n\nfunc bind() { fs.Duration(\"alpha-window\", 0, \"\") }\n")
+	write(t, root, "beta/main.go", Header+"\npackage main\n\nfunc bind() { fs.Int(\"beta-only\", 0, \"\") }\n")
+	write(t, root, "alpha/README.md", "# alpha\n\n`alpha run --alpha-window 5s --image x --beta-only 3`\n")
 	write(t, root, "go.work", "go 1.26\n\nuse (\n\t./alpha\n\t./beta\n\t./shared\n)\n")
 	problems, err := Check(root)
 	if err != nil {
@@ -48,6 +50,7 @@ func TestPlantedNamesFail(t *testing.T) {
 		"README.md:3: link to docs/gone.md: no such file",
 		"README.md:5: link to gamma/README.md: no such file",
 		"README.md:6: --frobnicate: no command of the repository defines this flag",
+		"alpha/README.md:3: --beta-only: not a flag of alpha (defined in beta)",
 		"README.md:5: gamma in the pattern table is not a pattern of go.work (or is listed twice)",
 		"README.md: pattern beta (go.work) is missing from the pattern table",
 		`bad.go:1: no license header ("` + Header + `", as hack/boilerplate.go.txt)`,

@@ -38,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/sync/errgroup"
 )
 
 const (
@@ -76,11 +77,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: image [flags] PATTERN...")
 		os.Exit(2)
 	}
+	// Two patterns at a time: a build is mostly its link, which runs on one core.
+	var g errgroup.Group
+	g.SetLimit(2)
 	for _, p := range flag.Args() {
-		if err := Build(p, o); err != nil {
-			fmt.Fprintln(os.Stderr, "image:", err)
-			os.Exit(1)
-		}
+		g.Go(func() error { return Build(p, o) })
+	}
+	if err := g.Wait(); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
 	}
 }
 
