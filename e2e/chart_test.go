@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,11 @@ func TestChart(t *testing.T) {
 				cases = append(cases,
 					[2][]string{{"--admission", "policy"}, {"--set", "admission=policy"}},
 					[2][]string{{"--admission", "both", "--certs", "cert-manager"}, {"--set", "admission=both,certs=cert-manager"}})
+			}
+			if with, ok := values["with"].(map[string]any); ok { // the pattern's optional features
+				for _, name := range slices.Sorted(maps.Keys(with)) {
+					cases = append(cases, [2][]string{{"--with", name}, {"--set", "with." + name + "=true"}})
+				}
 			}
 			for _, c := range cases {
 				manifests := renderManifests(ctx, t, p, c[0]...)

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -288,6 +289,11 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 		}
 		webhooks[pattern] = w
 		install, run = w.InstallArgs(), w.RunArgs()
+	}
+	for _, a := range runArgs { // a feature enabled is granted at install too (and run so on kind)
+		if strings.HasPrefix(a, "--with=") {
+			install = append(install, a)
+		}
 	}
 	installPattern(ctx, t, cfg, pattern, install...)
 	if kindRun {

@@ -6,6 +6,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,12 +17,16 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kpatterns/kpatterns/reloader/controller"
 	"github.com/kpatterns/kpatterns/shared/digest"
@@ -245,5 +251,73 @@ func TestReloader(t *testing.T) {
 			return ctx
 		}).
 		Feature()
-	testEnv.Test(t, f)
+
+	// --with argo-rollouts: install grants the rule and the run enables it; a Rollout (its CRD as
+	// Argo Rollouts' module ships it, no Argo controller) is restarted through spec.restartAt.
+	argoNS := envconf.RandomName("reloader-argo", 20)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	argo := withPattern(features.New("reloader --with argo-rollouts").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			b, err := os.ReadFile(filepath.Join(root, "reloader", "testdata", "argoproj.io_rollouts.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(b, crd); err != nil {
+				t.Fatal(err)
+			}
+			installCRD(ctx, t, cfg, crd, controller.RolloutGroupVersion.WithKind("RolloutList"))
+			return ctx
+		}), "reloader", argoNS, "--with="+controller.ArgoRolloutsFeature.Name).
+		Assess("a Rollout is restarted through spec.restartAt, its Pod template untouched", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary-config", Namespace: argoNS}, Data: map[string]string{"k": "1"}}
+			if err := c.Create(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			canary := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+				"metadata": map[string]any{"name": "canary", "namespace": argoNS, "labels": map[string]any{controller.OptIn: "true"}},
+				"spec": map[string]any{"replicas": int64(0), "selector": map[string]any{"matchLabels": map[string]any{"app": "canary"}},
+					"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "canary"}},
+						"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "nginx",
+							"envFrom": []any{map[string]any{"configMapRef": map[string]any{"name": "canary-config"}}}}}}}},
+			}}
+			if err := c.Create(ctx, canary); err != nil {
+				t.Fatal(err)
+			}
+			template, _, _ := unstructured.NestedMap(canary.Object, "spec", "template")
+			waitFor(t, "the reloader's baseline on the Rollout", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(canary), canary)
+				return err == nil && canary.GetAnnotations()[controller.DigestsAnnotation] != "", err
+			})
+			generation := canary.GetGeneration()
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+					return err
+				}
+				cm.Data["k"] = "2"
+				return c.Update(ctx, cm)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "spec.restartAt on the Rollout", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(canary), canary)
+				at, _, _ := unstructured.NestedString(canary.Object, "spec", "restartAt")
+				return err == nil && at != "", err
+			})
+			if got, _, _ := unstructured.NestedMap(canary.Object, "spec", "template"); !equality.Semantic.DeepEqual(template, got) {
+				t.Errorf("the Rollout's Pod template changed: %v, was %v", got, template)
+			}
+			if canary.GetGeneration() != generation+1 {
+				t.Errorf("the Rollout's generation %d → %d: want one write, the restart", generation, canary.GetGeneration())
+			}
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			_ = clientFor(t, cfg).Delete(ctx, crd)
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f, argo)
 }

@@ -1,12 +1,13 @@
 // Copyright 2026 The kpatterns Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command reloader rolls opted-in Deployments, StatefulSets, DaemonSets and CronJobs when the data of a
-// ConfigMap or Secret they reference changes.
+// Command reloader rolls opted-in Deployments, StatefulSets, DaemonSets and CronJobs (and, with
+// --with argo-rollouts, Argo Rollouts) when the data of a ConfigMap or Secret they reference changes.
 package main
 
 import (
 	"context"
+	"slices"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,16 +37,22 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions, options contro
 		return err
 	}
 	options.WatchNamespaces = o.WatchNamespaces // its own cache watches what the manager's does
+	options.ArgoRollouts = slices.Contains(o.With, controller.ArgoRolloutsFeature.Name)
 	if err := controller.Setup(mgr, options); err != nil {
 		return err
 	}
 	return app.Start(ctx, mgr)
 }
 
-// newManager builds the reloader's manager from opts, with its probes. The manager's cache holds
-// nothing of the reloader's: its projections live in a cache of its own (controller.Setup), so a
-// composition never shares an informer with it.
+// newManager builds the reloader's manager from opts, with its scheme (Rollouts known) and its
+// probes. The manager's cache holds nothing of the reloader's: its projections live in a cache of
+// its own (controller.Setup), so a composition never shares an informer with it.
 func newManager(cfg *rest.Config, opts ctrl.Options) (manager.Manager, error) {
+	scheme, err := app.NewScheme(controller.AddToScheme)
+	if err != nil {
+		return nil, err
+	}
+	opts.Scheme = scheme
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -30,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -44,9 +47,19 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, NewManager: newManager, Setup: func(mgr manager.Manager) error {
+	// Argo Rollouts' CRD, as its module ships it (go tool task generate:rollout-crd): installed in a
+	// cluster by whoever installs Argo Rollouts.
+	b, err := os.ReadFile("testdata/argoproj.io_rollouts.yaml")
+	if err != nil {
+		panic(err)
+	}
+	rollouts := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(b, rollouts); err != nil {
+		panic(err)
+	}
+	testenv.Main(m, testenv.Pattern{Pattern: config.Pattern, AddToScheme: controller.AddToScheme, NewManager: newManager, Setup: func(mgr manager.Manager) error {
 		return controller.Setup(mgr, defaults)
-	}}, func(e *testenv.Env) { env = e })
+	}}, func(e *testenv.Env) { env = e }, rollouts)
 }
 
 // start runs the reloader as its ServiceAccount until the test ends, and returns a cache built as
@@ -57,10 +70,10 @@ func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manag
 	o.WatchNamespaces = watchNamespaces
 	var c cache.Cache
 	mgr := env.ManagerWith(t, func(mgr manager.Manager) (err error) {
-		if c, err = app.OwnCache(mgr, "test", watchNamespaces, controller.CacheOptions); err != nil {
+		if c, err = app.OwnCache(mgr, "test", watchNamespaces, controller.CacheOptionsOf(o.Kinds())); err != nil {
 			return err
 		}
-		if err := controller.SetupIndexes(context.Background(), c); err != nil {
+		if err := controller.SetupIndexes(context.Background(), c, o.Kinds()...); err != nil {
 			return err
 		}
 		return controller.Setup(mgr, o)
@@ -127,6 +140,8 @@ func workload(t *testing.T, w controller.WorkloadKind, ns, name string, optIn bo
 		obj = &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0), Selector: sel, Template: tpl}}
 	case "DaemonSet":
 		obj = &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tpl}}
+	case "Rollout":
+		obj = &controller.Rollout{ObjectMeta: meta, Spec: controller.RolloutSpec{Template: tpl}}
 	case "CronJob":
 		tpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 		obj = &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", Suspend: ptr.To(true),
@@ -976,6 +991,48 @@ func TestRolloutExplained(t *testing.T) {
 	}
 }
 
+// With --with argo-rollouts a Rollout is reloaded through spec.restartAt, and its Pod template
+// is left as it is (an edit would start a new revision, with its canary steps): recorded and
+// explained as a Deployment is, one write per rollout, each restartAt later than the last.
+func TestArgoRollout(t *testing.T) {
+	ns := env.Namespace(t)
+	o := defaults
+	o.ArgoRollouts = true
+	start(t, o)
+	r := controller.RolloutKind
+	source(t, ns, controller.ConfigMap, "canary-config", map[string]string{"k": "1"})
+	created := workload(t, r, ns, "canary", true, forms["envfrom"](controller.ConfigMap, "canary-config"))
+	canary := baselined(t, r, created).(*controller.Rollout)
+	if at := canary.Spec.RestartAt; at != nil {
+		t.Fatalf("spec.restartAt %v at first sight, want none: no rollout", at)
+	}
+	var last time.Time
+	for i, value := range []string{"2", "3"} {
+		before := recordOf(t, canary, "configmap/canary-config")
+		setData(t, ns, controller.ConfigMap, "canary-config", "k", value)
+		var got *controller.Rollout
+		testenv.Eventually(t, fmt.Sprintf("canary restarted (%d)", i+1), func() error {
+			got = get(t, r, ns, "canary").(*controller.Rollout)
+			if got.Spec.RestartAt == nil || !got.Spec.RestartAt.After(last) {
+				return fmt.Errorf("spec.restartAt %v, want one after %v", got.Spec.RestartAt, last)
+			}
+			return nil
+		})
+		if n := got.Generation - canary.Generation; n != 1 {
+			t.Errorf("rollout %d: %d spec writes, want 1", i+1, n)
+		}
+		if d := cmp.Diff(rolloutOf(created).Spec.Template, got.Spec.Template); d != "" {
+			t.Errorf("rollout %d changed the Pod template (-before +after):\n%s", i+1, d)
+		}
+		env.WaitForEvent(t, ns, "canary", corev1.EventTypeNormal, controller.ReasonRollingOut,
+			fmt.Sprintf("rolling out for changed data of configmap/canary-config (%s → %s)", before, recordOf(t, got, "configmap/canary-config")))
+		canary, last = got, got.Spec.RestartAt.Time
+	}
+}
+
+// rolloutOf is a Rollout workload created.
+func rolloutOf(obj client.Object) *controller.Rollout { return obj.(*controller.Rollout) }
+
 // A required source deleted rolls nothing (the new Pods could not start) and is reported with a
 // Warning event; re-created with the data last seen it rolls nothing, with other data once.
 func TestDeletedSource(t *testing.T) {
@@ -1045,9 +1102,9 @@ func TestSourcesTheTemplateDoesNotName(t *testing.T) {
 
 // client-go transforms the objects that exist when an informer starts twice: the reflector's
 // watch-list hands its transformed objects to the FIFO's Replace, which transforms them again.
-// Project, marked, returns its own projection unchanged, so the cache holds what one projection
-// of the live object is. If client-go stops transforming twice, the first check fails: the mark
-// may go then.
+// Project returns its own projection unchanged (a projected source's keys are digest keys, which
+// it keeps), so the cache holds what one projection of the live object is. If client-go stops
+// transforming twice, the first check fails: this comment and Project's must say so then.
 func TestTransformOfExistingObjects(t *testing.T) {
 	ns := env.Namespace(t)
 	for i := range 3 {
@@ -1083,7 +1140,7 @@ func TestTransformOfExistingObjects(t *testing.T) {
 	}
 	mu.Unlock()
 	if twice == 0 {
-		t.Errorf("no existing object was transformed twice (%v): client-go changed, and the projection's mark may no longer be needed", calls)
+		t.Errorf("no existing object was transformed twice (%v): client-go changed: Project's comment says it does", calls)
 	}
 	for i := range 3 {
 		live, cached := &corev1.ConfigMap{}, &corev1.ConfigMap{}

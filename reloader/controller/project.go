@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -19,30 +20,32 @@ import (
 // Project is the cache transform of every kind the reloader caches: it keeps only what the
 // reloader reads, before the object enters the informer's store.
 //
-//   - ConfigMaps and Secrets: name, namespace, UID, resourceVersion, IgnoreAnnotation, and per key the 32 bytes of
-//     the value's sha256 in place of the value.
+//   - ConfigMaps and Secrets: name, namespace, UID, resourceVersion, IgnoreAnnotation, and for each
+//     key k the 32 bytes of the value's sha256 under the key DigestKey(k), in place of the value.
 //     No value — and so no Secret — is held after this.
-//   - Deployments, StatefulSets, DaemonSets, CronJobs: identity, deletion timestamp, the reloader's own
-//     annotations, and of the Pod template only the references to ConfigMaps and Secrets (volumes,
-//     projected sources, envFrom and env valueFrom of containers and init containers).
+//   - Deployments, StatefulSets, DaemonSets, CronJobs, Rollouts: identity, deletion timestamp, the
+//     reloader's own annotations, and of the Pod template only the references to ConfigMaps and
+//     Secrets (volumes, projected sources, envFrom and env valueFrom of containers and init
+//     containers); of a Rollout also spec.restartAt.
 //
-// A projection is marked (selfLink, which the API server no longer sets, holds Projection), and
-// projecting it again returns it unchanged: client-go transforms the objects of an informer's
-// initial watch-list twice (the reflector hands the transformed objects to its FIFO's Replace,
-// which transforms them again), and a digest of a digest would differ from the digest of the
-// data. TestTransformOfExistingObjects shows both.
+// Projecting a projection returns it unchanged, as client-go asks of a transform: it transforms
+// the objects of an informer's initial watch-list twice (the reflector hands the transformed
+// objects to its FIFO's Replace, which transforms them again; TestTransformOfExistingObjects shows
+// it). A workload's projection keeps what it keeps; a source's digest keys are kept as they are,
+// and no object the API server serves has one, so no digest is ever taken of a digest.
 func Project(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok && m.GetSelfLink() == Projection {
-		return obj, nil
-	}
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		p := &corev1.ConfigMap{ObjectMeta: sourceMeta(o.ObjectMeta)}
 		if o.Data != nil {
 			p.Data = make(map[string]string, len(o.Data))
 			for k, v := range o.Data {
+				if isDigestKey(k) {
+					p.Data[k] = v
+					continue
+				}
 				sum := sha256.Sum256([]byte(v))
-				p.Data[k] = string(sum[:])
+				p.Data[DigestKey(k)] = string(sum[:])
 			}
 		}
 		p.BinaryData = hashed(o.BinaryData)
@@ -55,6 +58,8 @@ func Project(obj any) (any, error) {
 		return &appsv1.StatefulSet{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.StatefulSetSpec{Template: references(o.Spec.Template)}}, nil
 	case *appsv1.DaemonSet:
 		return &appsv1.DaemonSet{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.DaemonSetSpec{Template: references(o.Spec.Template)}}, nil
+	case *Rollout:
+		return &Rollout{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: RolloutSpec{Template: references(o.Spec.Template), RestartAt: o.Spec.RestartAt}}, nil
 	case *batchv1.CronJob:
 		return &batchv1.CronJob{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{
 			Spec: batchv1.JobSpec{Template: references(o.Spec.JobTemplate.Spec.Template)}}}}, nil
@@ -62,13 +67,18 @@ func Project(obj any) (any, error) {
 	return nil, fmt.Errorf("reloader: no projection for %T", obj) // a programming error: every cached kind has one
 }
 
-// Projection marks an object Project made, in its selfLink: a constant, so the mark costs no
-// memory per object.
-const Projection = "kpatterns.dev/reloader-projection"
+// digestKeyPrefix starts the key of a value's digest in a projected source. The API server
+// validates ConfigMap and Secret keys as [-._a-zA-Z0-9]+, so no key it serves starts with it.
+const digestKeyPrefix = ":"
+
+// DigestKey is the key of the digest of key k's value in a projected source.
+func DigestKey(k string) string { return digestKeyPrefix + k }
+
+func isDigestKey(k string) bool { return strings.HasPrefix(k, digestKeyPrefix) }
 
 func identity(m metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		DeletionTimestamp: m.DeletionTimestamp, SelfLink: Projection} //nolint:staticcheck // deprecated for the API server, so free to mark projections
+		DeletionTimestamp: m.DeletionTimestamp}
 }
 
 func hashed(m map[string][]byte) map[string][]byte {
@@ -77,8 +87,12 @@ func hashed(m map[string][]byte) map[string][]byte {
 	}
 	out := make(map[string][]byte, len(m))
 	for k, v := range m {
+		if isDigestKey(k) {
+			out[k] = v
+			continue
+		}
 		sum := sha256.Sum256(v)
-		out[k] = sum[:]
+		out[DigestKey(k)] = sum[:]
 	}
 	return out
 }

@@ -240,14 +240,21 @@ func Digests(refs []Ref, get func(Ref) client.Object) []string {
 	return out
 }
 
-// selected is m restricted to keys (all of m when keys is nil).
+// selected are the value digests of a projected source's keys (every key when keys is nil), by
+// key: m holds them under DigestKey(key).
 func selected[V any](keys []string, m map[string]V) map[string]V {
-	if keys == nil || m == nil {
-		return m
+	if m == nil {
+		return nil
 	}
-	out := make(map[string]V, len(keys))
+	out := make(map[string]V, len(m))
+	if keys == nil {
+		for k, v := range m {
+			out[strings.TrimPrefix(k, digestKeyPrefix)] = v
+		}
+		return out
+	}
 	for _, k := range keys {
-		if v, ok := m[k]; ok {
+		if v, ok := m[DigestKey(k)]; ok {
 			out[k] = v
 		}
 	}

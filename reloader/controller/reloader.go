@@ -11,6 +11,7 @@ package controller
 import (
 	"context"
 	"flag"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,8 @@ type Options struct {
 	// WatchNamespaces are the namespaces the reloader's own cache watches (empty: all): the
 	// manager's --watch-namespaces.
 	WatchNamespaces []string
+	// ArgoRollouts reloads Argo Rollouts' Rollouts too (RolloutKind): run --with argo-rollouts.
+	ArgoRollouts bool
 }
 
 // BindFlags binds the options to run's flags.
@@ -122,77 +125,114 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 }
 
 // WorkloadKind is one kind of Pod-template workload: the one code path over the Pod template is
-// parameterized by these three functions.
+// parameterized by these functions.
 type WorkloadKind struct {
 	Kind     string
 	New      func() client.Object
 	NewList  func() client.ObjectList
 	Template func(client.Object) *corev1.PodTemplateSpec
-	// Apply is the server-side apply configuration of the reloader's two annotations: on the
-	// workload's metadata, and on its Pod template (nil: the template is not applied).
-	Apply func(name, namespace string, meta, template map[string]string) runtime.ApplyConfiguration
+	// Rolled is the value of what the reloader writes to roll a workload (the Pod template's
+	// digest annotation; a Rollout's spec.restartAt) that it holds, "" if none.
+	Rolled func(client.Object) string
+	// Roll is that value to roll the workload now, for these digests of its sources.
+	Roll func(obj client.Object, digests []string) string
+	// Apply is the server-side apply configuration of the reloader's annotations on the
+	// workload's metadata (meta) and, unless rolled is "", of the value that rolls it.
+	Apply func(name, namespace string, meta map[string]string, rolled string) runtime.ApplyConfiguration
 }
 
-// Workloads are the kinds the reloader rolls.
+// podTemplateKind is a built-in kind rolled through its Pod template's digest annotation; apply
+// is its apply configuration of meta and, when not nil, of the template's annotations.
+func podTemplateKind(kind string, newObj func() client.Object, newList func() client.ObjectList, template func(client.Object) *corev1.PodTemplateSpec,
+	apply func(name, ns string, meta map[string]string, template *corev1ac.PodTemplateSpecApplyConfiguration) runtime.ApplyConfiguration) WorkloadKind {
+	return WorkloadKind{Kind: kind, New: newObj, NewList: newList, Template: template,
+		Rolled: func(o client.Object) string { return template(o).Annotations[digest.Annotation] },
+		Roll:   func(_ client.Object, digests []string) string { return Combined(digests) },
+		Apply: func(name, ns string, meta map[string]string, rolled string) runtime.ApplyConfiguration {
+			if rolled == "" {
+				return apply(name, ns, meta, nil)
+			}
+			return apply(name, ns, meta, corev1ac.PodTemplateSpec().WithAnnotations(map[string]string{digest.Annotation: rolled}))
+		}}
+}
+
+// Workloads are the kinds the reloader rolls (RolloutKind too with the feature argo-rollouts).
 var Workloads = []WorkloadKind{
-	{Kind: "Deployment", New: func() client.Object { return &appsv1.Deployment{} }, NewList: func() client.ObjectList { return &appsv1.DeploymentList{} },
-		Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.Deployment).Spec.Template },
-		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+	podTemplateKind("Deployment", func() client.Object { return &appsv1.Deployment{} }, func() client.ObjectList { return &appsv1.DeploymentList{} },
+		func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.Deployment).Spec.Template },
+		func(name, ns string, meta map[string]string, t *corev1ac.PodTemplateSpecApplyConfiguration) runtime.ApplyConfiguration {
 			ac := appsv1ac.Deployment(name, ns).WithAnnotations(meta)
-			if template != nil {
-				ac.WithSpec(appsv1ac.DeploymentSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))
+			if t != nil {
+				ac.WithSpec(appsv1ac.DeploymentSpec().WithTemplate(t))
 			}
 			return ac
-		}},
-	{Kind: "StatefulSet", New: func() client.Object { return &appsv1.StatefulSet{} }, NewList: func() client.ObjectList { return &appsv1.StatefulSetList{} },
-		Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.StatefulSet).Spec.Template },
-		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+		}),
+	podTemplateKind("StatefulSet", func() client.Object { return &appsv1.StatefulSet{} }, func() client.ObjectList { return &appsv1.StatefulSetList{} },
+		func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.StatefulSet).Spec.Template },
+		func(name, ns string, meta map[string]string, t *corev1ac.PodTemplateSpecApplyConfiguration) runtime.ApplyConfiguration {
 			ac := appsv1ac.StatefulSet(name, ns).WithAnnotations(meta)
-			if template != nil {
-				ac.WithSpec(appsv1ac.StatefulSetSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))
+			if t != nil {
+				ac.WithSpec(appsv1ac.StatefulSetSpec().WithTemplate(t))
 			}
 			return ac
-		}},
-	{Kind: "DaemonSet", New: func() client.Object { return &appsv1.DaemonSet{} }, NewList: func() client.ObjectList { return &appsv1.DaemonSetList{} },
-		Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.DaemonSet).Spec.Template },
-		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+		}),
+	podTemplateKind("DaemonSet", func() client.Object { return &appsv1.DaemonSet{} }, func() client.ObjectList { return &appsv1.DaemonSetList{} },
+		func(o client.Object) *corev1.PodTemplateSpec { return &o.(*appsv1.DaemonSet).Spec.Template },
+		func(name, ns string, meta map[string]string, t *corev1ac.PodTemplateSpecApplyConfiguration) runtime.ApplyConfiguration {
 			ac := appsv1ac.DaemonSet(name, ns).WithAnnotations(meta)
-			if template != nil {
-				ac.WithSpec(appsv1ac.DaemonSetSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))
+			if t != nil {
+				ac.WithSpec(appsv1ac.DaemonSetSpec().WithTemplate(t))
 			}
 			return ac
-		}},
+		}),
 	// A CronJob's Pod template is its Job template's: the next Job it starts has the new digest;
 	// Jobs already running are left alone.
-	{Kind: "CronJob", New: func() client.Object { return &batchv1.CronJob{} }, NewList: func() client.ObjectList { return &batchv1.CronJobList{} },
-		Template: func(o client.Object) *corev1.PodTemplateSpec {
+	podTemplateKind("CronJob", func() client.Object { return &batchv1.CronJob{} }, func() client.ObjectList { return &batchv1.CronJobList{} },
+		func(o client.Object) *corev1.PodTemplateSpec {
 			return &o.(*batchv1.CronJob).Spec.JobTemplate.Spec.Template
 		},
-		Apply: func(name, ns string, meta, template map[string]string) runtime.ApplyConfiguration {
+		func(name, ns string, meta map[string]string, t *corev1ac.PodTemplateSpecApplyConfiguration) runtime.ApplyConfiguration {
 			ac := batchv1ac.CronJob(name, ns).WithAnnotations(meta)
-			if template != nil {
-				ac.WithSpec(batchv1ac.CronJobSpec().WithJobTemplate(batchv1ac.JobTemplateSpec().WithSpec(
-					batchv1ac.JobSpec().WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(template)))))
+			if t != nil {
+				ac.WithSpec(batchv1ac.CronJobSpec().WithJobTemplate(batchv1ac.JobTemplateSpec().WithSpec(batchv1ac.JobSpec().WithTemplate(t))))
 			}
 			return ac
-		}},
+		}),
 }
 
-// CacheOptions is the reloader's own cache (app.OwnCache): opted-in workloads only, every
-// ConfigMap and Secret (any may be referenced), all projected (Project).
-func CacheOptions(o *cache.Options) {
-	optIn := labels.SelectorFromSet(labels.Set{OptIn: "true"})
-	for _, w := range Workloads {
-		app.CacheByObject(o, w.New(), cache.ByObject{Label: optIn, Transform: Project})
+// Kinds are the workload kinds o rolls: Workloads, and RolloutKind with ArgoRollouts.
+func (o Options) Kinds() []WorkloadKind {
+	if o.ArgoRollouts {
+		return append(slices.Clip(Workloads), RolloutKind)
 	}
-	app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Transform: Project})
-	app.CacheByObject(o, &corev1.Secret{}, cache.ByObject{Transform: Project})
+	return Workloads
+}
+
+// CacheOptions is the reloader's own cache (app.OwnCache) of the built-in Workloads; CacheOptionsOf
+// of other kinds.
+func CacheOptions(o *cache.Options) { CacheOptionsOf(Workloads)(o) }
+
+// CacheOptionsOf is the reloader's own cache of kinds: opted-in workloads only, every ConfigMap
+// and Secret (any may be referenced), all projected (Project).
+func CacheOptionsOf(kinds []WorkloadKind) func(*cache.Options) {
+	return func(o *cache.Options) {
+		optIn := labels.SelectorFromSet(labels.Set{OptIn: "true"})
+		for _, w := range kinds {
+			app.CacheByObject(o, w.New(), cache.ByObject{Label: optIn, Transform: Project})
+		}
+		app.CacheByObject(o, &corev1.ConfigMap{}, cache.ByObject{Transform: Project})
+		app.CacheByObject(o, &corev1.Secret{}, cache.ByObject{Transform: Project})
+	}
 }
 
 // SetupIndexes registers the field indexes the controllers read through on indexer, the cache they
-// read (the reloader's own: Setup): WorkloadBySourceIndex for every workload kind.
-func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	for _, w := range Workloads {
+// read (the reloader's own: Setup): WorkloadBySourceIndex for every workload kind of kinds (none
+// given: Workloads).
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer, kinds ...WorkloadKind) error {
+	if len(kinds) == 0 {
+		kinds = Workloads
+	}
+	for _, w := range kinds {
 		if err := indexer.IndexField(ctx, w.New(), WorkloadBySourceIndex, IndexWorkloadBySource(w)); err != nil {
 			return err
 		}
@@ -221,11 +261,11 @@ func MapSourceToWorkloads(c client.Reader, w WorkloadKind, kind Kind) handler.Ma
 // Setup builds the reloader's own cache (CacheOptions, SetupIndexes) and one controller per
 // workload kind (Controllers), reading that cache.
 func Setup(mgr ctrl.Manager, o Options) error {
-	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, CacheOptions)
+	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, CacheOptionsOf(o.Kinds()))
 	if err != nil {
 		return err
 	}
-	if err := SetupIndexes(context.Background(), c); err != nil {
+	if err := SetupIndexes(context.Background(), c, o.Kinds()...); err != nil {
 		return err
 	}
 	return Controllers(mgr, c, c, o)
@@ -240,7 +280,7 @@ func Controllers(mgr ctrl.Manager, c cache.Cache, read client.Reader, o Options)
 	if o.MaxRolloutsPerSecond > 0 {
 		limit = &rollouts{limiter: rate.NewLimiter(rate.Limit(o.MaxRolloutsPerSecond), 1)}
 	}
-	for _, w := range Workloads {
+	for _, w := range o.Kinds() {
 		r := &Reconciler{Workload: w, Cache: read, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
 			CoalesceWindow: o.CoalesceWindow, limit: limit}
 		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
@@ -285,7 +325,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if obj.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	tpl := w.Template(obj)
 	refs, err := WorkloadRefs(w, obj)
 	if err != nil { // the other sources still count
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSources, "Rollout", "%v", err)
@@ -329,10 +368,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if now != "" {
 		meta[DigestsAnnotation] = now
 	}
-	var template map[string]string // keep the template digest the reloader owns, if any
-	if d, ok := tpl.Annotations[digest.Annotation]; ok {
-		template = map[string]string{digest.Annotation: d}
-	}
+	rolled := w.Rolled(obj) // kept as it is, unless this rolls
 	changed := changedSources(before, now)
 	roll := before != "" && now != "" && len(changed) > 0
 	if roll {
@@ -349,11 +385,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if wait := r.limit.wait(w.Kind + "/" + req.String()); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, nil // its rollout slot
 		}
-		template = map[string]string{digest.Annotation: Combined(digests)}
+		rolled = w.Roll(obj, digests)
 	}
-	// Server-side apply owns just these two annotations; a template annotation applied unchanged
-	// changes nothing, so only a rollout changes the template (and its generation).
-	if err := r.Client.Apply(ctx, w.Apply(obj.GetName(), obj.GetNamespace(), meta, template), client.FieldOwner(stages.FieldManager(Name)), client.ForceOwnership); err != nil {
+	// Server-side apply owns just the record and the value that rolls; that value applied
+	// unchanged changes nothing, so only a rollout changes the template or spec (and generation).
+	if err := r.Client.Apply(ctx, w.Apply(obj.GetName(), obj.GetNamespace(), meta, rolled), client.FieldOwner(stages.FieldManager(Name)), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, err
 	}
 	if roll {

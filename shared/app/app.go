@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,17 @@ type Pattern struct {
 	AdmissionOnly bool
 	// Workers is the default of `run --max-concurrent-reconciles` (0: 1, controller-runtime's).
 	Workers int
+	// Features are the pattern's optional parts, each off unless `--with` names it.
+	Features []Feature
+}
+
+// A Feature is an optional part of a pattern that needs permissions the pattern otherwise does
+// not: `manifests --with NAME` (install, chart) adds its rules — the ClusterRole NAME in the
+// config's rbac/features.yaml — to the pattern's RBAC and passes `--with NAME` to the
+// Deployment's run, which enables it. Without it, neither is granted.
+type Feature struct {
+	Name string
+	Help string // what it does, for --with's usage
 }
 
 // RunFunc is a pattern's `run`: it builds the manager on cfg (the kubeconfig's, impersonating the
@@ -88,7 +100,10 @@ type usageError struct{ error }
 // Execute runs one command line: Main without the exit.
 func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*flag.FlagSet), args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		_, err := fmt.Fprintf(stdout, usage, p.Name)
+		if _, err := fmt.Fprintf(stdout, usage, p.Name); err != nil || len(p.Features) == 0 {
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "\nOptional features (--with NAME,... on manifests, install, chart and run): %s\n", featureUsage(p))
 		return err
 	}
 	cmd, args := args[0], args[1:]
@@ -99,6 +114,10 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 	o.Namespace = OperatorNamespace()
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	watch := fs.String("watch-namespaces", "", "comma-separated namespaces to watch (empty: all)")
+	with := new("")
+	if len(p.Features) > 0 && cmd != "certs" {
+		fs.StringVar(with, "with", "", "comma-separated optional features to enable: "+featureUsage(p))
+	}
 	var run func() error
 	switch cmd {
 	case "manifests", "install", "uninstall", "chart":
@@ -126,6 +145,12 @@ func Execute(ctx context.Context, p Pattern, runPattern RunFunc, flags []func(*f
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	o.WatchNamespaces = splitList(*watch)
+	o.With = splitList(*with)
+	for _, f := range o.With {
+		if !slices.ContainsFunc(p.Features, func(x Feature) bool { return x.Name == f }) {
+			return usageError{fmt.Errorf("--with %s: %s has no such feature (it has: %s)", f, p.Name, featureUsage(p))}
+		}
+	}
 	return run()
 }
 
@@ -271,4 +296,13 @@ func splitList(s string) []string {
 
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// featureUsage names p's features with what each does.
+func featureUsage(p Pattern) string {
+	names := make([]string, len(p.Features))
+	for i, f := range p.Features {
+		names[i] = f.Name + " (" + f.Help + ")"
+	}
+	return strings.Join(names, ", ")
 }

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -402,5 +403,75 @@ func TestSetMemoryLimit(t *testing.T) {
 		if got, limit := app.SetMemoryLimit(), debug.SetMemoryLimit(-1); got != "" || limit != math.MaxInt64 {
 			t.Errorf("%s=%q: SetMemoryLimit %q, runtime limit %d; want none set", env[0], env[1], got, limit)
 		}
+	}
+}
+
+// A feature's rules are granted, and run told to enable it, only when --with names it; a pattern
+// without features offers no --with, and a name the pattern has not is refused.
+func TestFeaturesOnlyWith(t *testing.T) {
+	rollouts := rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"rollouts"}, Verbs: []string{"list", "watch", "patch"}}
+	p := pattern
+	p.Config = fstest.MapFS{"rbac/role.yaml": {Data: []byte(roleYAML)}, "rbac/features.yaml": {Data: []byte(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: argo-rollouts
+rules:
+- apiGroups: [argoproj.io]
+  resources: [rollouts]
+  verbs: [list, watch, patch]
+`)}}
+	p.Features = []app.Feature{{Name: "argo-rollouts", Help: "roll Rollouts"}}
+	render := func(args ...string) (rules []rbacv1.PolicyRule, runArgs []string) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := app.Execute(context.Background(), p, run, nil, append([]string{"manifests", "--image", "x/y:1"}, args...), &out, os.Stderr); err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(&out, 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				return rules, runArgs
+			}
+			switch {
+			case u.GetKind() == "ClusterRole" && u.GetName() == "kpatterns-demo":
+				role := &rbacv1.ClusterRole{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, role); err != nil {
+					t.Fatal(err)
+				}
+				rules = role.Rules
+			case u.GetKind() == "Deployment":
+				d := &appsv1.Deployment{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+					t.Fatal(err)
+				}
+				runArgs = d.Spec.Template.Spec.Containers[0].Args
+			}
+		}
+	}
+	rules, args := render()
+	if slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.APIGroups, "argoproj.io") }) || slices.Contains(args, "--with=argo-rollouts") {
+		t.Errorf("without --with: rules %v, args %v: the feature is granted", rules, args)
+	}
+	rules, args = render("--with", "argo-rollouts")
+	if !slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return cmp.Equal(r, rollouts) }) || !slices.Contains(args, "--with=argo-rollouts") {
+		t.Errorf("--with argo-rollouts: rules %v, args %v: want its rule and run --with=argo-rollouts", rules, args)
+	}
+	for _, args := range [][]string{{"manifests", "--with", "frobnicate"}, {"run", "--with", "frobnicate"}} {
+		if err := app.Execute(context.Background(), p, run, nil, args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "no such feature") {
+			t.Errorf("%v: %v, want the feature refused", args, err)
+		}
+	}
+	if _, err := app.Objects(p, app.Options{Namespace: "ops", With: []string{"frobnicate"}}); err == nil {
+		t.Error("Objects rendered a feature the pattern has not")
+	}
+	p.Features = append(p.Features, app.Feature{Name: "no-rules"})
+	if _, err := app.Objects(p, app.Options{Namespace: "ops", With: []string{"no-rules"}}); err == nil || !strings.Contains(err.Error(), "features.yaml") {
+		t.Errorf("a feature without rules in rbac/features.yaml: %v, want an error naming the file", err)
+	}
+	if err := app.Execute(context.Background(), pattern, run, nil, []string{"manifests", "--with", "argo-rollouts"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil ||
+		!strings.Contains(err.Error(), "flag provided but not defined") {
+		t.Errorf("a pattern without features: --with: %v, want the flag unknown", err)
 	}
 }

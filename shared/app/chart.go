@@ -60,6 +60,7 @@ type chartValues struct {
 	Tolerations     []corev1.Toleration `json:"tolerations"`
 	ServiceMonitor  bool                `json:"serviceMonitor"`
 	NetworkPolicies bool                `json:"networkPolicies"`
+	With            map[string]bool     `json:"with,omitempty"` // the pattern's Features, each on or off
 
 	admissionModes []string // what the pattern has: the schema's choices of admission
 }
@@ -174,6 +175,16 @@ func chartDims(p Pattern, o Options) (chartValues, map[string]chartDim, error) {
 		"serviceMonitor":  flag("serviceMonitor", func(o *Options, b bool) { o.ServiceMonitor = b }),
 		"networkPolicies": flag("networkPolicies", func(o *Options, b bool) { o.NoNetworkPolicies = !b }),
 	}
+	for _, f := range p.Features {
+		if v.With == nil {
+			v.With = map[string]bool{}
+		}
+		v.With[f.Name] = slices.Contains(o.With, f.Name)
+		on := fmt.Sprintf("index $.Values.with %q", f.Name)
+		dims["with/"+f.Name] = chartDim{choices: []chartChoice{
+			{cond: on, set: func(o *Options) { o.With = withFeature(p, o.With, f.Name, true) }},
+			{cond: "not (" + on + ")", set: func(o *Options) { o.With = withFeature(p, o.With, f.Name, false) }}}}
+	}
 	var admission chartDim
 	for _, mode := range []string{AdmissionWebhook, AdmissionPolicy, AdmissionBoth} {
 		if _, err := admissionMode(p, mode); err == nil {
@@ -201,6 +212,17 @@ func chartDims(p Pattern, o Options) (chartValues, map[string]chartDim, error) {
 		}
 	}
 	return v, dims, nil
+}
+
+// withFeature is with, the feature name on or off, in the order of p's Features.
+func withFeature(p Pattern, with []string, name string, on bool) []string {
+	var out []string
+	for _, f := range p.Features {
+		if f.Name == name && on || f.Name != name && slices.Contains(with, f.Name) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // webhookCond holds when the chart's values have the Deployment serve webhooks.
@@ -516,6 +538,13 @@ func chartSchema(v chartValues) []byte {
 		"tolerations":     map[string]any{"type": "array", "items": map[string]any{"type": "object"}},
 		"serviceMonitor":  map[string]any{"type": "boolean"},
 		"networkPolicies": map[string]any{"type": "boolean"},
+	}
+	if len(v.With) > 0 {
+		with := map[string]any{}
+		for name := range v.With {
+			with[name] = map[string]any{"type": "boolean"}
+		}
+		props["with"] = object(with)
 	}
 	if v.Certs != "" {
 		props["certs"] = map[string]any{"enum": []string{CertsSelf, CertsCertManager}}

@@ -58,6 +58,8 @@ type Options struct {
 	NoNetworkPolicies bool
 	// ServiceMonitor renders a prometheus-operator ServiceMonitor of the metrics Service.
 	ServiceMonitor bool
+	// With names the pattern's Features enabled: their rules are granted, and run enables them.
+	With []string
 }
 
 // ParseTolerations reads --tolerations: comma-separated key=value:Effect (operator Equal) or
@@ -107,6 +109,11 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	with, err := featureRules(p, rules, o.With)
+	if err != nil {
+		return nil, err
+	}
+	rules.Cluster = append(rules.Cluster, with...)
 	if o.Admission, err = admissionMode(p, o.Admission); err != nil {
 		return nil, err
 	}
@@ -307,6 +314,9 @@ func runArgs(o Options, webhooks bool) []string {
 	}
 	if len(o.WatchNamespaces) > 0 {
 		args = append(args, "--watch-namespaces="+strings.Join(o.WatchNamespaces, ","))
+	}
+	if len(o.With) > 0 {
+		args = append(args, "--with="+strings.Join(o.With, ","))
 	}
 	return args
 }

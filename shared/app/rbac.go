@@ -7,8 +7,10 @@ package app
 // watched namespaces), leader election and metrics, and the roles for the people who use its kinds.
 
 import (
+	"fmt"
 	"io/fs"
 	"maps"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -101,14 +103,20 @@ func metricsRBAC(name string, subjects []rbacv1.Subject, meta func(ns, n string)
 // Operator those of the Role that markers with namespace=system (kubebuilder's placeholder) make,
 // which hold in the operator namespace only. controller-gen writes none for a pattern without
 // +kubebuilder:rbac markers (an admission handler that reads nothing).
-type Rules struct{ Cluster, Operator []rbacv1.PolicyRule }
+// Features are the rules of the pattern's Features (rbac/features.yaml, written by hand: a
+// ClusterRole per feature, named as it), granted only with it.
+type Rules struct {
+	Cluster, Operator []rbacv1.PolicyRule
+	Features          map[string][]rbacv1.PolicyRule
+}
 
-// ReadRules reads rbac/role.yaml from a pattern's config.
+// ReadRules reads rbac/role.yaml and rbac/features.yaml from a pattern's config.
 func ReadRules(config fs.FS) (Rules, error) {
-	objs, err := readObjects(config, "rbac/role.yaml", map[string]func() client.Object{
+	roles := map[string]func() client.Object{
 		"ClusterRole": func() client.Object { return &rbacv1.ClusterRole{} },
 		"Role":        func() client.Object { return &rbacv1.Role{} },
-	})
+	}
+	objs, err := readObjects(config, "rbac/role.yaml", roles)
 	var r Rules
 	for _, o := range objs {
 		switch o := o.(type) {
@@ -118,7 +126,37 @@ func ReadRules(config fs.FS) (Rules, error) {
 			r.Operator = append(r.Operator, o.Rules...)
 		}
 	}
+	if err != nil {
+		return r, err
+	}
+	features, err := readObjects(config, "rbac/features.yaml", map[string]func() client.Object{"ClusterRole": roles["ClusterRole"]})
+	for _, o := range features {
+		if r.Features == nil {
+			r.Features = map[string][]rbacv1.PolicyRule{}
+		}
+		r.Features[o.GetName()] = o.(*rbacv1.ClusterRole).Rules
+	}
 	return r, err
+}
+
+// featureRules are the rules of the features of p that with names, in the order of p's Features;
+// a name p has not, or a feature without rules, is an error.
+func featureRules(p Pattern, r Rules, with []string) ([]rbacv1.PolicyRule, error) {
+	var rules []rbacv1.PolicyRule
+	for _, name := range with {
+		if !slices.ContainsFunc(p.Features, func(f Feature) bool { return f.Name == name }) {
+			return nil, fmt.Errorf("%s has no feature %q", p.Name, name)
+		}
+		if len(r.Features[name]) == 0 {
+			return nil, fmt.Errorf("%s: no rules of feature %q in rbac/features.yaml", p.Name, name)
+		}
+	}
+	for _, f := range p.Features {
+		if slices.Contains(with, f.Name) {
+			rules = append(rules, r.Features[f.Name]...)
+		}
+	}
+	return rules, nil
 }
 
 // clusterScoped splits rules into those on the cluster-scoped resources among crds (and their

@@ -98,7 +98,12 @@ func Start(p Pattern, fixtures ...client.Object) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := app.Objects(p.Pattern, app.Options{Namespace: Namespace})
+	// Every feature on: its tests run with what --with grants, and no more.
+	var with []string
+	for _, f := range p.Features {
+		with = append(with, f.Name)
+	}
+	objs, err := app.Objects(p.Pattern, app.Options{Namespace: Namespace, With: with})
 	if err != nil {
 		return nil, err
 	}

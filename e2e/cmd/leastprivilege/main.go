@@ -2,13 +2,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command leastprivilege proves each pattern's generated RBAC is least privilege: for every
-// permission of its ClusterRole (config/rbac/role.yaml), it runs the pattern's integration tests —
+// permission of its ClusterRole (config/rbac/role.yaml, and its features' in features.yaml), it runs the pattern's integration tests —
 // the manager impersonating its ServiceAccount — with that one permission removed
 // (testenv.WithoutRuleEnv), and reports the first test that fails without it. A permission no test
 // needs is either one to drop from the markers or a missing test: the command fails on it, unless
 // it is listed in untestable with the reason no bounded test can need it.
 //
-//	go run ./e2e/cmd/leastprivilege [-out docs/least-privilege.md] [-parallel 2] [pattern ...]
+//	go run ./e2e/cmd/leastprivilege [-out docs/least-privilege.md] [-parallel 2] [-only TEXT] [pattern ...]
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,18 +52,19 @@ type result struct {
 func main() {
 	out := flag.String("out", "", "write the results page here (default: print only)")
 	parallel := flag.Int("parallel", 2, "test runs at once")
+	only := flag.String("only", "", "remove only the permissions whose text contains this (\"argoproj.io\"): to prove rules just added")
 	flag.Parse()
 	list := flag.Args()
 	if len(list) == 0 {
 		list = patterns
 	}
-	if err := run(list, *out, *parallel); err != nil {
+	if err := run(list, *out, *only, *parallel); err != nil {
 		fmt.Fprintln(os.Stderr, "leastprivilege:", err)
 		os.Exit(1)
 	}
 }
 
-func run(list []string, out string, parallel int) error {
+func run(list []string, out, only string, parallel int) error {
 	tmp, err := os.MkdirTemp("", "leastprivilege-")
 	if err != nil {
 		return err
@@ -85,7 +87,9 @@ func run(list []string, out string, parallel int) error {
 			return fmt.Errorf("building %s's tests: %v\n%s", p, err, b)
 		}
 		for _, r := range rules {
-			jobs = append(jobs, job{p, bin, r, rules})
+			if strings.Contains(string(r), only) {
+				jobs = append(jobs, job{p, bin, r, rules})
+			}
 		}
 	}
 	results := make([]result, len(jobs))
@@ -146,12 +150,18 @@ func run(list []string, out string, parallel int) error {
 	return nil
 }
 
+// roleRules are the permissions of the pattern's ClusterRole as its integration tests install it:
+// with every feature's (testenv enables them all).
 func roleRules(pattern string) ([]testenv.Rule, error) {
 	r, err := app.ReadRules(os.DirFS(filepath.Join(pattern, "config")))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pattern, err)
 	}
-	return testenv.Rules(r.Cluster), nil
+	rules := r.Cluster
+	for _, name := range slices.Sorted(maps.Keys(r.Features)) {
+		rules = append(rules, r.Features[name]...)
+	}
+	return testenv.Rules(rules), nil
 }
 
 // pairOf is the list permission of a watch one and the other way round ("" otherwise).
