@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -98,5 +99,24 @@ func removeWebhooks(ctx context.Context, t testing.TB, cfg *envconf.Config, patt
 		if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// setKey sets one key of a ConfigMap's data, read again and retried on a conflict.
+func setKey(ctx context.Context, t testing.TB, c client.Client, ns, name, key, value string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[key] = value
+		return c.Update(ctx, cm)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -57,16 +56,7 @@ func threePatternsWork(ctx context.Context, t testing.TB, c client.Client, ns st
 		first = d.Spec.Template.Annotations[digest.Annotation] // none: its first sight leaves the template alone
 		return d.Annotations[reloader.DigestsAnnotation] != "", err
 	})
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
-			return err
-		}
-		src.Data["level"] = "debug"
-		return c.Update(ctx, src)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	setKey(ctx, t, c, src.Namespace, src.Name, "level", "debug")
 	wait("a rollout for the change", func() (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(d), d)
 		return d.Spec.Template.Annotations[digest.Annotation] != first, err

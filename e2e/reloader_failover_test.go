@@ -17,7 +17,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -91,7 +90,7 @@ func TestReloaderFailover(t *testing.T) {
 						_ = leader.Cmd.Process.Kill()
 					}
 					for i := range 20 {
-						touch(ctx, t, c, ns, fmt.Sprintf("app-%04d", i), fmt.Sprintf("failover-%d", round))
+						setKey(ctx, t, c, ns, fmt.Sprintf("app-%04d", i), "key-0", fmt.Sprintf("failover-%d", round))
 					}
 					var first, last time.Duration
 					waitForLong(t, "the 20 rolled by the new leader", 5*time.Minute, func(ctx context.Context) (bool, error) {
@@ -176,20 +175,4 @@ func generations(ctx context.Context, t *testing.T, c client.Client, ns string, 
 		gens[i] = d.Generation
 	}
 	return gens
-}
-
-// touch changes one key of a ConfigMap.
-func touch(ctx context.Context, t *testing.T, c client.Client, ns, name, value string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
-			return err
-		}
-		cm.Data["key-0"] = value
-		return c.Update(ctx, cm)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

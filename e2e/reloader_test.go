@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -88,16 +87,7 @@ func TestReloader(t *testing.T) {
 			}
 			plainBefore := rolledOut(ctx, t, c, ns, "plain")
 
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
-					return err
-				}
-				cm.Data["level"] = "debug"
-				return c.Update(ctx, cm)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			setKey(ctx, t, c, ns, cm.Name, "level", "debug")
 			waitFor(t, "a new ReplicaSet for the opted-in Deployment", func(ctx context.Context) (bool, error) {
 				list := &appsv1.ReplicaSetList{}
 				err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "opted"})
@@ -174,18 +164,7 @@ func TestReloader(t *testing.T) {
 				}
 				return len(list.Items)
 			}
-			change := func(key, value string) {
-				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-					if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
-						return err
-					}
-					cm.Data[key] = value
-					return c.Update(ctx, cm)
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			change := func(key, value string) { setKey(ctx, t, c, ns, cm.Name, key, value) }
 			waitFor(t, "first ReplicaSets", func(context.Context) (bool, error) {
 				return replicaSets("by-port") == 1 && replicaSets("whole") == 1, nil
 			})
@@ -291,16 +270,7 @@ func TestReloader(t *testing.T) {
 				return err == nil && canary.GetAnnotations()[controller.DigestsAnnotation] != "", err
 			})
 			generation := canary.GetGeneration()
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
-					return err
-				}
-				cm.Data["k"] = "2"
-				return c.Update(ctx, cm)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			setKey(ctx, t, c, argoNS, cm.Name, "k", "2")
 			waitFor(t, "spec.restartAt on the Rollout", func(ctx context.Context) (bool, error) {
 				err := c.Get(ctx, client.ObjectKeyFromObject(canary), canary)
 				at, _, _ := unstructured.NestedString(canary.Object, "spec", "restartAt")
