@@ -13,7 +13,27 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
+
+// hold is whether a due rollout of obj must wait, and the result that requeues it for then:
+// while paused (until the pause-until time; without one the annotation's removal reconciles),
+// within the coalescing window (rolled with what comes next), or for its slot of the rollout rate.
+func (r *Reconciler) hold(obj client.Object, req reconcile.Request) (reconcile.Result, bool) {
+	if paused, until := r.paused(obj); paused {
+		if until.IsZero() {
+			return reconcile.Result{}, true
+		}
+		return reconcile.Result{RequeueAfter: time.Until(until) + time.Second}, true
+	}
+	if wait := r.wait(req.NamespacedName); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, true
+	}
+	if wait := r.limit.wait(r.Workload.Kind + "/" + req.String()); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, true
+	}
+	return reconcile.Result{}, false
+}
 
 // rollouts hands out rollout slots at a bounded rate: a workload due to roll reserves one and is
 // requeued for it, so waiting costs no reconcile in between.

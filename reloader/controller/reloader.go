@@ -311,6 +311,30 @@ type Reconciler struct {
 	limit          *rollouts // shared by every kind's reconciler; nil: no bound
 }
 
+// digests are the digests of the sources refs name in namespace ns, read from the cache, and the
+// required ones that do not exist (an optional one missing digests as "absent").
+func (r *Reconciler) digests(ctx context.Context, ns string, refs []Ref) (digests, missing []string, err error) {
+	digests = Digests(refs, func(ref Ref) client.Object {
+		var src client.Object = &corev1.ConfigMap{}
+		if ref.Kind == Secret {
+			src = &corev1.Secret{}
+		}
+		getErr := r.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, src)
+		switch {
+		case apierrors.IsNotFound(getErr):
+			if !ref.Optional {
+				missing = append(missing, ref.Key())
+			}
+			return nil
+		case getErr != nil:
+			err = getErr
+			return nil
+		}
+		return src
+	})
+	return digests, missing, err
+}
+
 // Reconcile compares the digests of the workload's sources with those it last saw (DigestsAnnotation)
 // and writes only on a difference: the template too when the same sources' data changed (a
 // rollout), the metadata alone when there was no baseline yet or the references changed (the
@@ -329,28 +353,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil { // the other sources still count
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSources, "Rollout", "%v", err)
 	}
-	var getErr error
-	var missing []string
-	digests := Digests(refs, func(ref Ref) client.Object {
-		var src client.Object = &corev1.ConfigMap{}
-		if ref.Kind == Secret {
-			src = &corev1.Secret{}
-		}
-		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: ref.Name}, src)
-		switch {
-		case apierrors.IsNotFound(err):
-			if !ref.Optional {
-				missing = append(missing, ref.Key())
-			}
-			return nil // an optional reference digests as "absent"
-		case err != nil:
-			getErr = err
-			return nil
-		}
-		return src
-	})
-	if getErr != nil {
-		return reconcile.Result{}, getErr
+	digests, missing, err := r.digests(ctx, req.Namespace, refs)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	if len(missing) > 0 {
 		// A required source is missing (deleted, or not created yet): new Pods could not start,
@@ -372,18 +377,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	changed := changedSources(before, now)
 	roll := before != "" && now != "" && len(changed) > 0
 	if roll {
-		if paused, until := r.paused(obj); paused {
-			// Nothing is written: the record still differs when the pause ends, and rolls then.
-			if until.IsZero() {
-				return reconcile.Result{}, nil // the annotation's removal reconciles
-			}
-			return reconcile.Result{RequeueAfter: time.Until(until) + time.Second}, nil
-		}
-		if wait := r.wait(req.NamespacedName); wait > 0 {
-			return reconcile.Result{RequeueAfter: wait}, nil // coalesced with what comes next
-		}
-		if wait := r.limit.wait(w.Kind + "/" + req.String()); wait > 0 {
-			return reconcile.Result{RequeueAfter: wait}, nil // its rollout slot
+		if res, held := r.hold(obj, req); held { // nothing written: the record still differs then
+			return res, nil
 		}
 		rolled = w.Roll(obj, digests)
 	}
