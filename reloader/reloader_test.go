@@ -1021,7 +1021,7 @@ func TestArgoRollout(t *testing.T) {
 		if n := got.Generation - canary.Generation; n != 1 {
 			t.Errorf("rollout %d: %d spec writes, want 1", i+1, n)
 		}
-		if d := cmp.Diff(rolloutOf(created).Spec.Template, got.Spec.Template); d != "" {
+		if d := cmp.Diff(created.(*controller.Rollout).Spec.Template, got.Spec.Template); d != "" {
 			t.Errorf("rollout %d changed the Pod template (-before +after):\n%s", i+1, d)
 		}
 		env.WaitForEvent(t, ns, "canary", corev1.EventTypeNormal, controller.ReasonRollingOut,
@@ -1029,9 +1029,6 @@ func TestArgoRollout(t *testing.T) {
 		canary, last = got, got.Spec.RestartAt.Time
 	}
 }
-
-// rolloutOf is a Rollout workload created.
-func rolloutOf(obj client.Object) *controller.Rollout { return obj.(*controller.Rollout) }
 
 // A required source deleted rolls nothing (the new Pods could not start) and is reported with a
 // Warning event; re-created with the data last seen it rolls nothing, with other data once.

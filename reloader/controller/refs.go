@@ -227,38 +227,34 @@ func Digests(refs []Ref, get func(Ref) client.Object) []string {
 		case nil:
 			d.Field('a', nil)
 		case *corev1.ConfigMap:
-			data, bin := selected(r.Keys, o.Data), selected(r.Keys, o.BinaryData)
-			d.Strings(data).Bytes(bin)
-			missing(d, r.Keys, func(k string) bool { _, s := data[k]; _, b := bin[k]; return s || b })
+			digested(d, 'k', 'v', r.Keys, o.Data)
+			digested(d, 'K', 'b', r.Keys, o.BinaryData)
+			missing(d, r.Keys, func(k string) bool { _, s := o.Data[DigestKey(k)]; _, b := o.BinaryData[DigestKey(k)]; return s || b })
 		case *corev1.Secret:
-			data := selected(r.Keys, o.Data)
-			d.Bytes(data)
-			missing(d, r.Keys, func(k string) bool { _, ok := data[k]; return ok })
+			digested(d, 'K', 'b', r.Keys, o.Data)
+			missing(d, r.Keys, func(k string) bool { _, ok := o.Data[DigestKey(k)]; return ok })
 		}
 		out[i] = d.String()
 	}
 	return out
 }
 
-// selected are the value digests of a projected source's keys (every key when keys is nil), by
-// key: m holds them under DigestKey(key).
-func selected[V any](keys []string, m map[string]V) map[string]V {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]V, len(m))
+// digested adds to d the value digests of a projected source's keys (every key when keys is nil;
+// keys is sorted), each under the key it stands for, tagged keyTag and valueTag: the entries
+// digest.Hash's Strings (k, v) or Bytes (K, b) adds for the source's own map, in key order. The
+// digest keys of one map sort as the keys they stand for (one prefix).
+func digested[V ~string | ~[]byte](d *digest.Hash, keyTag, valueTag byte, keys []string, m map[string]V) {
 	if keys == nil {
-		for k, v := range m {
-			out[strings.TrimPrefix(k, digestKeyPrefix)] = v
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			d.Field(keyTag, []byte(strings.TrimPrefix(k, digestKeyPrefix))).Field(valueTag, []byte(m[k]))
 		}
-		return out
+		return
 	}
 	for _, k := range keys {
 		if v, ok := m[DigestKey(k)]; ok {
-			out[k] = v
+			d.Field(keyTag, []byte(k)).Field(valueTag, []byte(v))
 		}
 	}
-	return out
 }
 
 // missing adds an entry for each of keys that has no value.
