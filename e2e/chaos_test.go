@@ -753,11 +753,11 @@ func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T) int {
 }
 
 // templateDigest is the Pod-template digest the reloader writes for d, whose only source is cm:
-// its own Refs, Project, Digests and Combined over cm's data.
+// its own Refs, Cached, Digests and Combined over cm's data.
 func templateDigest(d *appsv1.Deployment, cm *corev1.ConfigMap) (string, error) {
-	p, err := reloader.Project(cm.DeepCopy())
+	p, err := reloader.Cached(cm)
 	if err != nil {
 		return "", err
 	}
-	return reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(reloader.Ref) client.Object { return p.(client.Object) })), nil
+	return reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(reloader.Ref) client.Object { return p })), nil
 }

@@ -81,14 +81,17 @@ func TestMulti(t *testing.T) {
 }
 
 // rssKiB is a process's resident set size, from /proc.
-func rssKiB(t testing.TB, pid int) int {
+func rssKiB(t testing.TB, pid int) int { return procKiB(t, pid, "VmRSS") }
+
+// procKiB is field (VmRSS, VmHWM, …) of process pid's /proc status, in KiB.
+func procKiB(t testing.TB, pid int, field string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
 			if err != nil {
 				t.Fatal(err)
@@ -96,7 +99,7 @@ func rssKiB(t testing.TB, pid int) int {
 			return n
 		}
 	}
-	t.Fatalf("no VmRSS for pid %d", pid)
+	t.Fatalf("no %s for pid %d", field, pid)
 	return 0
 }
 

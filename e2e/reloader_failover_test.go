@@ -27,7 +27,7 @@ import (
 
 // TestReloaderFailover measures the reloader's failover on the local cluster over
 // $KPATTERNS_RELOADER_N (default 2,000) ConfigMaps, Secrets and opted-in Deployments (as
-// TestReloaderMemory populates them): two replicas, the leader converged; then the leader is
+// populate makes them): two replicas, the leader converged; then the leader is
 // stopped (SIGTERM: it releases the Lease; SIGKILL: the standby waits for it to expire, 15 s) and
 // 20 ConfigMaps are changed at once. Reported: the time from the signal to the first of those
 // Deployments rolled by the new leader, and to the last; and the rollouts counted (each of the 20

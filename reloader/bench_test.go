@@ -6,6 +6,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strings"
 	"testing"
 
 	"golang.org/x/sync/errgroup"
@@ -13,17 +18,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/testenv"
 )
 
 // BenchmarkReferencing maps one ConfigMap event to its Deployments with 100 and with 10,000
-// opted-in Deployments in the cache (each referencing its own ConfigMap; 3 reference the one
-// that changes). "index" is the reloader's field-index lookup; "scan" is the baseline a cache
-// without indexes forces: list every Deployment in the namespace and check its references.
-// Compare each method's 10,000/100 ratio: about 1 for the index, about 100 for the scan.
+// opted-in Deployments in the cache (each referencing its own ConfigMap; 3 reference the one that
+// changes): a scan of the namespace's cached Deployments (MapSourceToWorkloads). The cost of one
+// source change grows with the workloads in its namespace: compare the 10,000/100 ratio with 100.
 func BenchmarkReferencing(b *testing.B) {
 	_, c := start(b, defaults)
 	ctx := context.Background()
@@ -56,7 +63,7 @@ func BenchmarkReferencing(b *testing.B) {
 		}
 		hot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hot", Namespace: ns}}
 		testenv.Eventually(b, "cache holds every Deployment", func() error {
-			list := &appsv1.DeploymentList{}
+			list := &controller.WorkloadList[appsv1.Deployment]{}
 			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 				return err
 			}
@@ -65,31 +72,96 @@ func BenchmarkReferencing(b *testing.B) {
 			}
 			return nil
 		})
-		b.Run(fmt.Sprintf("index/deployments=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("deployments=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				if got := len(mapToDeployments(ctx, hot)); got != 3 {
 					b.Fatalf("%d Deployments, want 3", got)
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("scan/deployments=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				list := &appsv1.DeploymentList{}
-				if err := c.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-					b.Fatal(err)
-				}
-				found := 0
-				for i := range list.Items {
-					for _, key := range controller.IndexWorkloadBySource(controller.Workloads[0])(&list.Items[i]) {
-						if key == "configmap/hot" {
-							found++
-						}
-					}
-				}
-				if found != 3 {
-					b.Fatalf("%d Deployments, want 3", found)
-				}
-			}
+	}
+}
+
+// BenchmarkCacheHeap measures the live heap the reloader's own cache (CacheOptions)
+// holds per cached object: an empty namespace, then 2,000 ConfigMaps of 10 keys × 100 B and 2,000
+// opted-in Deployments, each referencing three of them (its own by envFrom, the next one's key by
+// env valueFrom, and a shared one as a volume), each in a cache of its own; B/object is the live
+// heap after a forced GC above the empty namespace's, over the objects cached. With
+// KPATTERNS_HEAP_PROFILE=FILE it writes the heap profile of the full cache there.
+//
+//	go test -run '^$' -bench CacheHeap -benchtime 1x ./reloader/
+func BenchmarkCacheHeap(b *testing.B) {
+	ctx := context.Background()
+	if os.Getenv("KPATTERNS_HEAP_PROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation sampled: a cache is many small objects
+	}
+	live := func(ns string) float64 {
+		var c cache.Cache
+		env.IdleManager(b, func(mgr manager.Manager) (err error) {
+			c, err = app.OwnCache(mgr, "bench", []string{ns}, controller.CacheOptions)
+			return err
 		})
+		if !c.WaitForCacheSync(testenv.Bounded(b)) {
+			b.Fatal("the cache did not sync")
+		}
+		for _, obj := range []client.ObjectList{&controller.SourceList[corev1.ConfigMap]{}, &controller.WorkloadList[appsv1.Deployment]{}} { // every informer started
+			if err := c.List(ctx, obj); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(sample)
+		if p := os.Getenv("KPATTERNS_HEAP_PROFILE"); p != "" && ns != "" {
+			f, err := os.Create(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = f.Close() }()
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(sample[0].Value.Uint64())
+	}
+	const n = 2000
+	empty := env.Namespace(b)
+	full := env.Namespace(b)
+	var g errgroup.Group
+	g.SetLimit(16)
+	value := strings.Repeat("v", 100)
+	g.Go(func() error {
+		return env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: full}, Data: map[string]string{"k": value}})
+	})
+	for i := range n {
+		g.Go(func() error {
+			data := map[string]string{}
+			for k := range 10 {
+				data[fmt.Sprintf("key-%d", k)] = value
+			}
+			name, next := fmt.Sprintf("app-%04d", i), fmt.Sprintf("app-%04d", (i+1)%n)
+			if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: full}, Data: data}); err != nil {
+				return err
+			}
+			labels := map[string]string{"app": name}
+			return env.Client.Create(ctx, &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: full, Labels: map[string]string{controller.OptIn: "true"}},
+				Spec: appsv1.DeploymentSpec{Replicas: new(int32), Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+						Volumes: []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}}},
+						Containers: []corev1.Container{{Name: "app", Image: "nginx",
+							EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}},
+							Env: []corev1.EnvVar{{Name: "NEXT", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+								LocalObjectReference: corev1.LocalObjectReference{Name: next}, Key: "key-0"}}}}}}}}},
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		idle := live(empty)
+		b.ReportMetric((live(full)-idle)/(2*n+1), "B/object")
 	}
 }

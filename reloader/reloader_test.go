@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +24,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -63,7 +64,7 @@ func TestMain(m *testing.M) {
 }
 
 // start runs the reloader as its ServiceAccount until the test ends, and returns a cache built as
-// the reloader builds its own (CacheOptions, SetupIndexes) in the same namespaces, to read what
+// the reloader builds its own (CacheOptions) in the same namespaces, to read what
 // the reloader reads.
 func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manager.Manager, cache.Cache) {
 	t.Helper()
@@ -71,9 +72,6 @@ func start(t testing.TB, o controller.Options, watchNamespaces ...string) (manag
 	var c cache.Cache
 	mgr := env.ManagerWith(t, func(mgr manager.Manager) (err error) {
 		if c, err = app.OwnCache(mgr, "test", watchNamespaces, controller.CacheOptionsOf(o.Kinds())); err != nil {
-			return err
-		}
-		if err := controller.SetupIndexes(context.Background(), c, o.Kinds()...); err != nil {
 			return err
 		}
 		return controller.Setup(mgr, o)
@@ -156,18 +154,59 @@ func workload(t *testing.T, w controller.WorkloadKind, ns, name string, optIn bo
 // get reads a workload live.
 func get(t *testing.T, w controller.WorkloadKind, ns, name string) client.Object {
 	t.Helper()
-	obj := w.New()
+	var obj client.Object
+	switch w.Kind {
+	case "Deployment":
+		obj = &appsv1.Deployment{}
+	case "StatefulSet":
+		obj = &appsv1.StatefulSet{}
+	case "DaemonSet":
+		obj = &appsv1.DaemonSet{}
+	case "CronJob":
+		obj = &batchv1.CronJob{}
+	case "Rollout":
+		obj = &controller.Rollout{}
+	}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 		t.Fatal(err)
 	}
 	return obj
 }
 
+// cached is what the reloader's cache holds of obj.
+func cached(t *testing.T, obj client.Object) client.Object {
+	t.Helper()
+	c, err := controller.Cached(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// template is a workload's Pod template, as the API serves it.
+func template(t *testing.T, obj client.Object) *corev1.PodTemplateSpec {
+	t.Helper()
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return &o.Spec.Template
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template
+	case *appsv1.DaemonSet:
+		return &o.Spec.Template
+	case *batchv1.CronJob:
+		return &o.Spec.JobTemplate.Spec.Template
+	case *controller.Rollout:
+		return &o.Spec.Template
+	}
+	t.Fatalf("no Pod template in %T", obj)
+	return nil
+}
+
 // want is the template digest the reloader must write for a workload: from the live sources,
 // projected as its cache projects them.
 func want(t *testing.T, w controller.WorkloadKind, obj client.Object) string {
 	t.Helper()
-	refs, _ := controller.WorkloadRefs(w, obj)
+	refs, _ := controller.WorkloadRefs(obj) // an entry that names no source is left out
 	return controller.Combined(controller.Digests(refs, func(r controller.Ref) client.Object {
 		var src client.Object = &corev1.ConfigMap{}
 		if r.Kind == controller.Secret {
@@ -176,11 +215,11 @@ func want(t *testing.T, w controller.WorkloadKind, obj client.Object) string {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: obj.GetNamespace(), Name: r.Name}, src); err != nil {
 			return nil
 		}
-		p, err := controller.Project(src)
+		p, err := controller.Cached(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p.(client.Object)
+		return p
 	}))
 }
 
@@ -197,7 +236,7 @@ func baselined(t *testing.T, w controller.WorkloadKind, created client.Object) c
 		}
 		return nil
 	})
-	if d := cmp.Diff(w.Template(created), w.Template(obj)); d != "" {
+	if d := cmp.Diff(template(t, created), template(t, obj)); d != "" {
 		t.Errorf("%s %s: the reloader's first sight changed the Pod template (-before +after):\n%s", w.Kind, created.GetName(), d)
 	}
 	return obj
@@ -211,7 +250,7 @@ func rolled(t *testing.T, w controller.WorkloadKind, before client.Object) (clie
 	var obj client.Object
 	testenv.Eventually(t, before.GetName()+" rolled", func() error {
 		obj = get(t, w, before.GetNamespace(), before.GetName())
-		got, wanted := w.Template(obj).Annotations[digest.Annotation], want(t, w, obj)
+		got, wanted := template(t, obj).Annotations[digest.Annotation], want(t, w, obj)
 		if got != wanted {
 			return fmt.Errorf("template digest %q, want %q (seen %q, gen %d)", got, wanted, obj.GetAnnotations()[controller.DigestsAnnotation], obj.GetGeneration())
 		}
@@ -382,7 +421,7 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	source(t, ns, controller.ConfigMap, "settings", map[string]string{"k": "v"})
-	recreated := &corev1.ConfigMap{}
+	recreated := &controller.Source[corev1.ConfigMap]{}
 	testenv.Eventually(t, "the re-created ConfigMap cached", func() error {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "settings"}, recreated); err != nil {
 			return err
@@ -392,7 +431,7 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.WaitCached(t, c, before)
+	testenv.WaitCached(t, c, cached(t, before))
 
 	writes := testenv.CountWrites(mgr.GetClient())
 	recorded := events.NewFakeRecorder(10)
@@ -425,7 +464,7 @@ func TestReferenceChangeIsNoRollout(t *testing.T) {
 	b0 := recordOf(t, two, "secret/b")
 	setData(t, ns, controller.Secret, "b", "k", "3")
 	two, _ = rolled(t, d, two)
-	rolledDigest := d.Template(two).Annotations[digest.Annotation]
+	rolledDigest := template(t, two).Annotations[digest.Annotation]
 	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut,
 		fmt.Sprintf("rolling out for changed data of secret/b (%s → %s)", b0, recordOf(t, two, "secret/b")))
 	edit := func(from ...corev1.EnvFromSource) {
@@ -452,12 +491,12 @@ func TestReferenceChangeIsNoRollout(t *testing.T) {
 		}
 		return nil
 	})
-	if got := d.Template(get(t, d, ns, "two")).Annotations[digest.Annotation]; got != rolledDigest {
+	if got := template(t, get(t, d, ns, "two")).Annotations[digest.Annotation]; got != rolledDigest {
 		t.Errorf("the template digest changed from %q to %q without a data change", rolledDigest, got)
 	}
 }
 
-func TestSharedSourceAndTheIndex(t *testing.T) {
+func TestSharedSourceAndItsWorkloads(t *testing.T) {
 	ns := env.Namespace(t)
 	_, c := start(t, defaults)
 	ctx := context.Background()
@@ -477,7 +516,7 @@ func TestSharedSourceAndTheIndex(t *testing.T) {
 		}
 	}
 	if fmt.Sprint(got) != "[Deployment/one StatefulSet/two]" {
-		t.Fatalf("the index maps ConfigMap shared to %v, want [Deployment/one StatefulSet/two]", got)
+		t.Fatalf("ConfigMap shared maps to %v, want [Deployment/one StatefulSet/two]", got)
 	}
 	setData(t, ns, controller.ConfigMap, "shared", "k", "v2")
 	rolled(t, d, one)
@@ -526,7 +565,7 @@ func TestCacheHoldsNoValues(t *testing.T) {
 		s.Containers[0].Image = "registry.example/" + value
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{envFrom(controller.ConfigMap, "cm"), envFrom(controller.Secret, "secret")}
 	}))
-	lists := []client.ObjectList{&corev1.ConfigMapList{}, &corev1.SecretList{}, &appsv1.DeploymentList{}}
+	lists := []client.ObjectList{&controller.SourceList[corev1.ConfigMap]{}, &controller.SourceList[corev1.Secret]{}, &controller.WorkloadList[appsv1.Deployment]{}}
 	for _, l := range lists {
 		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
@@ -542,7 +581,7 @@ func TestCacheHoldsNoValues(t *testing.T) {
 	// The reloader's own cache watches what the manager's watches (--watch-namespaces).
 	source(t, env.Namespace(t), controller.ConfigMap, "elsewhere", map[string]string{"k": "v"})
 	_, scoped := start(t, defaults, ns)
-	all := &corev1.ConfigMapList{}
+	all := &controller.SourceList[corev1.ConfigMap]{}
 	if err := scoped.List(ctx, all); err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +683,10 @@ func TestIgnoredSourceNeverRolls(t *testing.T) {
 // digestOf is the record's entry for a source the workload references, from the live source.
 func digestOf(t *testing.T, w controller.WorkloadKind, obj client.Object, key string) string {
 	t.Helper()
-	refs := controller.Refs(&w.Template(obj).Spec)
+	refs, err := controller.WorkloadRefs(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range refs {
 		if r.Key() != key {
 			continue
@@ -656,11 +698,11 @@ func digestOf(t *testing.T, w controller.WorkloadKind, obj client.Object, key st
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: obj.GetNamespace(), Name: r.Name}, src); err != nil {
 			t.Fatal(err)
 		}
-		p, err := controller.Project(src)
+		p, err := controller.Cached(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return controller.Digests([]controller.Ref{r}, func(controller.Ref) client.Object { return p.(client.Object) })[0][:16]
+		return controller.Digests([]controller.Ref{r}, func(controller.Ref) client.Object { return p })[0][:16]
 	}
 	t.Fatalf("%s does not reference %s", obj.GetName(), key)
 	return ""
@@ -683,9 +725,9 @@ func TestPauseRollsOnceWhenItEnds(t *testing.T) {
 	}) // the reloader stops here
 	mgr, c := start(t, controller.Options{}, ns)
 	held := get(t, s, ns, "app")
-	testenv.WaitCached(t, c, held)
+	testenv.WaitCached(t, c, cached(t, held))
 	testenv.Eventually(t, "the last change cached", func() error {
-		cm := &corev1.ConfigMap{}
+		cm := &controller.Source[corev1.ConfigMap]{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, cm); err != nil {
 			return err
 		}
@@ -816,7 +858,7 @@ func TestOnlyReadKeysCount(t *testing.T) {
 		if strings.HasSuffix(name, "-whole") {
 			continue
 		}
-		testenv.WaitCached(t, c, o)
+		testenv.WaitCached(t, c, cached(t, o))
 		r := &controller.Reconciler{Workload: s, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
 		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}); err != nil {
 			t.Fatal(err)
@@ -841,9 +883,9 @@ func TestOnlyReadKeysCount(t *testing.T) {
 // sourceCached waits until c holds the live version of a source.
 func sourceCached(t *testing.T, c client.Reader, k controller.Kind, ns, name string) {
 	t.Helper()
-	var live, cached client.Object = &corev1.ConfigMap{}, &corev1.ConfigMap{}
+	var live, cached client.Object = &corev1.ConfigMap{}, &controller.Source[corev1.ConfigMap]{}
 	if k == controller.Secret {
-		live, cached = &corev1.Secret{}, &corev1.Secret{}
+		live, cached = &corev1.Secret{}, &controller.Source[corev1.Secret]{}
 	}
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	if err := env.Client.Get(context.Background(), key, live); err != nil {
@@ -881,11 +923,11 @@ func TestUpgradeFromWholeSourceRecordRollsNothing(t *testing.T) {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, cm); err != nil {
 		t.Fatal(err)
 	}
-	p, err := controller.Project(cm)
+	p, err := controller.Cached(cm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := controller.Digests([]controller.Ref{whole}, func(controller.Ref) client.Object { return p.(client.Object) })
+	old := controller.Digests([]controller.Ref{whole}, func(controller.Ref) client.Object { return p })
 	annotate(t, app, controller.DigestsAnnotation, whole.Key()+"="+old[0][:16])
 	before := get(t, s, ns, "app")
 	start(t, controller.Options{}, ns)
@@ -1051,7 +1093,7 @@ func TestDeletedSource(t *testing.T) {
 
 	source(t, ns, controller.ConfigMap, "fragile", map[string]string{"k": "v"})
 	testenv.Eventually(t, "the re-created ConfigMap cached", func() error {
-		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fragile"}, &corev1.ConfigMap{})
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fragile"}, &controller.Source[corev1.ConfigMap]{})
 	})
 	writes := testenv.CountWrites(mgr.GetClient())
 	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
@@ -1099,8 +1141,8 @@ func TestSourcesTheTemplateDoesNotName(t *testing.T) {
 
 // client-go transforms the objects that exist when an informer starts twice: the reflector's
 // watch-list hands its transformed objects to the FIFO's Replace, which transforms them again.
-// Project returns its own projection unchanged (a projected source's keys are digest keys, which
-// it keeps), so the cache holds what one projection of the live object is. If client-go stops
+// Project returns its own projection unchanged (a projected source holds no data, which is what
+// it digests), so the cache holds what one projection of the live object is. If client-go stops
 // transforming twice, the first check fails: this comment and Project's must say so then.
 func TestTransformOfExistingObjects(t *testing.T) {
 	ns := env.Namespace(t)
@@ -1117,11 +1159,13 @@ func TestTransformOfExistingObjects(t *testing.T) {
 		}
 		return controller.Project(obj)
 	}
-	c, err := cache.New(env.Admin, cache.Options{Scheme: env.Client.Scheme(), DefaultNamespaces: map[string]cache.Config{ns: {}}, DefaultTransform: transform})
+	cfg := rest.CopyConfig(env.Admin)
+	cfg.ContentType = runtime.ContentTypeJSON // as app.OwnCache reads for a scheme of its own
+	c, err := cache.New(cfg, cache.Options{Scheme: controller.CacheScheme(nil), DefaultNamespaces: map[string]cache.Config{ns: {}}, DefaultTransform: transform})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetInformer(t.Context(), &corev1.ConfigMap{}); err != nil {
+	if _, err := c.GetInformer(t.Context(), &controller.Source[corev1.ConfigMap]{}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = c.Start(t.Context()) }()
@@ -1140,17 +1184,17 @@ func TestTransformOfExistingObjects(t *testing.T) {
 		t.Errorf("no existing object was transformed twice (%v): client-go changed: Project's comment says it does", calls)
 	}
 	for i := range 3 {
-		live, cached := &corev1.ConfigMap{}, &corev1.ConfigMap{}
+		live, cached := &corev1.ConfigMap{}, &controller.Source[corev1.ConfigMap]{}
 		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("cm-%d", i)}
 		if err := errors.Join(env.Client.Get(context.Background(), key, live), c.Get(context.Background(), key, cached)); err != nil {
 			t.Fatal(err)
 		}
-		once, err := controller.Project(live)
+		once, err := controller.Cached(live)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(once.(*corev1.ConfigMap).Data, cached.Data) {
-			t.Errorf("%s: the cache holds %q, not one projection of the live object %q", key.Name, cached.Data, once.(*corev1.ConfigMap).Data)
+		if got := once.(*controller.Source[corev1.ConfigMap]).Values; got == "" || got != cached.Values {
+			t.Errorf("%s: the cache holds %q, not one projection of the live object %q", key.Name, cached.Values, got)
 		}
 	}
 }

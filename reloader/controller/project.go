@@ -5,146 +5,140 @@ package controller
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kpatterns/kpatterns/shared/digest"
 )
 
-// Project is the cache transform of every kind the reloader caches: it keeps only what the
-// reloader reads, before the object enters the informer's store.
+// Project is the cache transform of every kind the reloader caches (CacheScheme's Source and
+// Workload): it keeps only what the reloader reads, before the object enters the informer's store.
 //
-//   - ConfigMaps and Secrets: name, namespace, UID, resourceVersion, IgnoreAnnotation, and for each
-//     key k the 32 bytes of the value's sha256 under the key DigestKey(k), in place of the value.
-//     No value — and so no Secret — is held after this.
-//   - Deployments, StatefulSets, DaemonSets, CronJobs, Rollouts: identity, deletion timestamp, the
-//     reloader's own annotations, and of the Pod template only the references to ConfigMaps and
-//     Secrets (volumes, projected sources, envFrom and env valueFrom of containers and init
-//     containers); of a Rollout also spec.restartAt.
+//   - ConfigMaps and Secrets: name, namespace, UID, resourceVersion, whether IgnoreAnnotation is
+//     "true", and for each key the 32 bytes of its value's sha256 (Values). No value — and so no
+//     Secret — is held after this.
+//   - Workloads: identity, deletion timestamp, the reloader's own annotations, the references of
+//     the Pod template (Refs) and the value that last rolled it (the template's digest
+//     annotation; a Rollout's spec.restartAt).
 //
 // Projecting a projection returns it unchanged, as client-go asks of a transform: it transforms
 // the objects of an informer's initial watch-list twice (the reflector hands the transformed
 // objects to its FIFO's Replace, which transforms them again; TestTransformOfExistingObjects shows
-// it). A workload's projection keeps what it keeps; a source's digest keys are kept as they are,
-// and no object the API server serves has one, so no digest is ever taken of a digest.
+// it). A projection holds no data or spec, and those are what projecting reads.
 func Project(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.ConfigMap:
-		p := &corev1.ConfigMap{ObjectMeta: sourceMeta(o.ObjectMeta)}
-		if o.Data != nil {
-			p.Data = make(map[string]string, len(o.Data))
-			for k, v := range o.Data {
-				if isDigestKey(k) {
-					p.Data[k] = v
-					continue
-				}
-				sum := sha256.Sum256([]byte(v))
-				p.Data[DigestKey(k)] = string(sum[:])
-			}
-		}
-		p.BinaryData = hashed(o.BinaryData)
-		return p, nil
-	case *corev1.Secret:
-		return &corev1.Secret{ObjectMeta: sourceMeta(o.ObjectMeta), Data: hashed(o.Data)}, nil
-	case *appsv1.Deployment:
-		return &appsv1.Deployment{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.DeploymentSpec{Template: references(o.Spec.Template)}}, nil
-	case *appsv1.StatefulSet:
-		return &appsv1.StatefulSet{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.StatefulSetSpec{Template: references(o.Spec.Template)}}, nil
-	case *appsv1.DaemonSet:
-		return &appsv1.DaemonSet{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: appsv1.DaemonSetSpec{Template: references(o.Spec.Template)}}, nil
-	case *Rollout:
-		return &Rollout{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: RolloutSpec{Template: references(o.Spec.Template), RestartAt: o.Spec.RestartAt}}, nil
-	case *batchv1.CronJob:
-		return &batchv1.CronJob{ObjectMeta: workloadMeta(o.ObjectMeta), Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{
-			Spec: batchv1.JobSpec{Template: references(o.Spec.JobTemplate.Spec.Template)}}}}, nil
+	if o, ok := obj.(interface{ project() }); ok {
+		o.project()
+		return o, nil
 	}
 	return nil, fmt.Errorf("reloader: no projection for %T", obj) // a programming error: every cached kind has one
 }
 
-// digestKeyPrefix starts the key of a value's digest in a projected source. The API server
-// validates ConfigMap and Secret keys as [-._a-zA-Z0-9]+, so no key it serves starts with it.
-const digestKeyPrefix = ":"
-
-// DigestKey is the key of the digest of key k's value in a projected source.
-func DigestKey(k string) string { return digestKeyPrefix + k }
-
-func isDigestKey(k string) bool { return strings.HasPrefix(k, digestKeyPrefix) }
-
-func identity(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		DeletionTimestamp: m.DeletionTimestamp}
-}
-
-func hashed(m map[string][]byte) map[string][]byte {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string][]byte, len(m))
-	for k, v := range m {
-		if isDigestKey(k) {
-			out[k] = v
-			continue
-		}
-		sum := sha256.Sum256(v)
-		out[DigestKey(k)] = sum[:]
-	}
-	return out
-}
-
-// sourceMeta keeps of a source's metadata its identity and IgnoreAnnotation.
-func sourceMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return keep(identity(m), m.Annotations, IgnoreAnnotation)
-}
-
-// workloadMeta keeps of a workload's metadata its identity and the reloader's annotations.
-func workloadMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return keep(identity(m), m.Annotations, DigestsAnnotation, SourcesAnnotation, PausedAnnotation, PausedUntilAnnotation)
-}
-
-func keep(p metav1.ObjectMeta, from map[string]string, keys ...string) metav1.ObjectMeta {
-	for _, k := range keys {
-		if v, ok := from[k]; ok {
-			if p.Annotations == nil {
-				p.Annotations = map[string]string{}
+func (s *Source[K]) project() {
+	s.Ignored = s.Ignored || s.Annotations[IgnoreAnnotation] == "true"
+	if s.Data != nil || s.BinaryData != nil {
+		strs, bins := s.Data, s.BinaryData
+		if _, secret := any((*K)(nil)).(*corev1.Secret); secret { // a Secret's data are bytes, base64 in JSON
+			strs, bins = nil, make(map[string][]byte, len(s.Data))
+			for k, v := range s.Data {
+				b, err := base64.StdEncoding.DecodeString(v)
+				if err != nil { // not served by an API server; the text still digests each change
+					b = []byte(v)
+				}
+				bins[k] = b
 			}
-			p.Annotations[k] = v
 		}
+		s.Values = pack(strs, bins)
+		s.Data, s.BinaryData = nil, nil
 	}
-	return p
+	s.keep()
 }
 
-// references keeps of a Pod template its digest annotation and what Refs reads.
-func references(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
-	var p corev1.PodTemplateSpec
-	if v, ok := t.Annotations[digest.Annotation]; ok {
-		p.Annotations = map[string]string{digest.Annotation: v}
-	}
-	for _, v := range t.Spec.Volumes {
-		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil {
-			src := corev1.VolumeSource{ConfigMap: v.ConfigMap, Secret: v.Secret}
-			if v.Projected != nil {
-				src.Projected = &corev1.ProjectedVolumeSource{Sources: slices.DeleteFunc(slices.Clone(v.Projected.Sources),
-					func(s corev1.VolumeProjection) bool { return s.ConfigMap == nil && s.Secret == nil })}
+func (w *Workload[K]) project() {
+	if w.Spec != (workloadSpec{}) {
+		if t := w.Spec.template(); t != nil {
+			w.References = t.uses().refs()
+			w.Rolled = t.Metadata.Annotations[digest.Annotation]
+		}
+		if _, rollout := any((*K)(nil)).(*Rollout); rollout {
+			w.Rolled = ""
+			if at := w.Spec.RestartAt; at != nil {
+				w.Rolled = at.UTC().Format(time.RFC3339)
 			}
-			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: src})
+		}
+		w.Spec = workloadSpec{}
+	}
+	w.keep(DigestsAnnotation, SourcesAnnotation, PausedAnnotation, PausedUntilAnnotation)
+}
+
+// uses are the uses of the references of the template.
+func (t *podTemplate) uses() refUses {
+	uses := refUses{}
+	uses.volumes(t.Spec.Volumes)
+	uses.containers(slices.Concat(t.Spec.InitContainers, t.Spec.Containers))
+	return uses
+}
+
+// valueDigests are the sha256 digests of a source's values, packed in one string: per key, a byte
+// telling its map (0: a ConfigMap's data; 1: its binaryData, or a Secret's data), the key's length
+// (a key has at most 253 bytes), the key and the 32 bytes of the digest; the data's keys first,
+// each map's in key order. One allocation of about 40 bytes a key, where a map of digests costs
+// several times that.
+type valueDigests string
+
+func pack(strs map[string]string, bins map[string][]byte) valueDigests {
+	size := 0
+	for k := range strs {
+		size += 2 + len(k) + sha256.Size
+	}
+	for k := range bins {
+		size += 2 + len(k) + sha256.Size
+	}
+	var b strings.Builder
+	b.Grow(size)
+	add := func(binary byte, k string, sum [sha256.Size]byte) {
+		b.WriteByte(binary)
+		b.WriteByte(byte(len(k)))
+		b.WriteString(k)
+		b.Write(sum[:])
+	}
+	for _, k := range slices.Sorted(maps.Keys(strs)) {
+		add(0, k, sha256.Sum256([]byte(strs[k])))
+	}
+	for _, k := range slices.Sorted(maps.Keys(bins)) {
+		add(1, k, sha256.Sum256(bins[k]))
+	}
+	return valueDigests(b.String())
+}
+
+// of yields the keys and digests of the data (binary false) or of the binary data, in key order.
+func (v valueDigests) of(binary bool) iter.Seq2[string, string] {
+	return func(yield func(key, sum string) bool) {
+		for i := 0; i+2 <= len(v); {
+			n := int(v[i+1])
+			key, sum := string(v[i+2:i+2+n]), string(v[i+2+n:i+2+n+sha256.Size])
+			if (v[i] == 1) == binary && !yield(key, sum) {
+				return
+			}
+			i += 2 + n + sha256.Size
 		}
 	}
-	container := func(c corev1.Container) corev1.Container {
-		return corev1.Container{Name: c.Name, EnvFrom: c.EnvFrom, Env: slices.DeleteFunc(slices.Clone(c.Env), func(e corev1.EnvVar) bool {
-			return e.ValueFrom == nil || (e.ValueFrom.ConfigMapKeyRef == nil && e.ValueFrom.SecretKeyRef == nil)
-		})}
+}
+
+// has says whether key has a value, in either map.
+func (v valueDigests) has(key string) bool {
+	for _, binary := range []bool{false, true} {
+		for k := range v.of(binary) {
+			if k == key {
+				return true
+			}
+		}
 	}
-	for _, c := range t.Spec.InitContainers {
-		p.Spec.InitContainers = append(p.Spec.InitContainers, container(c))
-	}
-	for _, c := range t.Spec.Containers {
-		p.Spec.Containers = append(p.Spec.Containers, container(c))
-	}
-	return p
+	return false
 }

@@ -54,18 +54,17 @@ func (r Ref) Entry() string {
 	return r.Key() + ":" + strings.Join(r.Keys, "+")
 }
 
-// Refs returns the ConfigMaps and Secrets a Pod template references, sorted by Key: volumes,
+// Refs returns the ConfigMaps and Secrets a Pod spec references, sorted by Key: volumes,
 // projected volume sources, and envFrom and env valueFrom of containers and init containers. A
 // source is optional only if every reference to it is; it is read whole if any reference reads
 // every key, else the union of the keys its references select.
-func Refs(spec *corev1.PodSpec) []Ref { return podUses(spec).refs() }
-
-// podUses are the uses of the references of a Pod spec.
-func podUses(spec *corev1.PodSpec) refUses {
+func Refs(spec *corev1.PodSpec) []Ref {
 	uses := refUses{}
 	uses.volumes(spec.Volumes)
-	uses.containers(slices.Concat(spec.InitContainers, spec.Containers))
-	return uses
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		uses.container(envOf{EnvFrom: c.EnvFrom, Env: c.Env})
+	}
+	return uses.refs()
 }
 
 // SourcesAnnotation on a workload names sources its Pods read although their template does not
@@ -75,10 +74,22 @@ func podUses(spec *corev1.PodSpec) refUses {
 // ones (the Pods start without them): recorded, and a change of their data rolls the workload.
 const SourcesAnnotation = "patterns.kpatterns.dev/reloader-sources"
 
-// WorkloadRefs are the Refs of workload obj's Pod template with the sources its SourcesAnnotation
-// names, and an error naming each entry of that annotation that names no source (left out).
-func WorkloadRefs(w WorkloadKind, obj client.Object) ([]Ref, error) {
-	uses := podUses(&w.Template(obj).Spec)
+// WorkloadRefs are the Refs of a workload's Pod template with the sources its SourcesAnnotation
+// names, and an error naming each entry of that annotation that names no source (left out). obj
+// is what the reloader's cache holds of the workload (Cached), or the workload as the API serves it.
+func WorkloadRefs(obj client.Object) ([]Ref, error) {
+	cached, ok := obj.(cachedWorkload)
+	if !ok {
+		c, err := Cached(obj)
+		if err != nil {
+			return nil, err
+		}
+		cached = c.(cachedWorkload)
+	}
+	uses := refUses{}
+	for _, r := range cached.workload().References {
+		uses.add(r.Kind, r.Name, ptr.To(r.Optional), r.Keys)
+	}
 	var bad []string
 	for entry := range strings.SplitSeq(obj.GetAnnotations()[SourcesAnnotation], ",") {
 		if entry = strings.TrimSpace(entry); entry == "" {
@@ -170,26 +181,30 @@ func (uses refUses) volumes(volumes []corev1.Volume) {
 	}
 }
 
-func (uses refUses) containers(containers []corev1.Container) {
+func (uses refUses) containers(containers []envOf) {
 	for _, c := range containers {
-		for _, e := range c.EnvFrom { // a prefix renames the variables; every key is still read
-			if e.ConfigMapRef != nil {
-				uses.add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional, nil)
-			}
-			if e.SecretRef != nil {
-				uses.add(Secret, e.SecretRef.Name, e.SecretRef.Optional, nil)
-			}
+		uses.container(c)
+	}
+}
+
+func (uses refUses) container(c envOf) {
+	for _, e := range c.EnvFrom { // a prefix renames the variables; every key is still read
+		if e.ConfigMapRef != nil {
+			uses.add(ConfigMap, e.ConfigMapRef.Name, e.ConfigMapRef.Optional, nil)
 		}
-		for _, e := range c.Env {
-			if e.ValueFrom == nil {
-				continue
-			}
-			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
-				uses.add(ConfigMap, r.Name, r.Optional, []string{r.Key})
-			}
-			if r := e.ValueFrom.SecretKeyRef; r != nil {
-				uses.add(Secret, r.Name, r.Optional, []string{r.Key})
-			}
+		if e.SecretRef != nil {
+			uses.add(Secret, e.SecretRef.Name, e.SecretRef.Optional, nil)
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+			uses.add(ConfigMap, r.Name, r.Optional, []string{r.Key})
+		}
+		if r := e.ValueFrom.SecretKeyRef; r != nil {
+			uses.add(Secret, r.Name, r.Optional, []string{r.Key})
 		}
 	}
 }
@@ -208,62 +223,47 @@ func (uses refUses) refs() []Ref {
 	return refs
 }
 
-// Digests returns a digest of each referenced source, in the order of refs, from its projection
-// (Project: per-key digests, never values): its kind and name, then each key and value digest —
-// only of the keys the reference reads, with an explicit entry for each of those missing — every
-// field tagged and length-prefixed so different contents never encode alike. A missing source
-// (get returns nil) is an explicit "absent" entry; an ignored one (IgnoreAnnotation) is Ignored,
-// whatever its data. Other labels and annotations do not count.
+// Digests returns a digest of each referenced source, in the order of refs, from what the cache
+// holds of it (Project: per-key digests, never values): its kind and name, then each key and
+// value digest — only of the keys the reference reads, with an explicit entry for each of those
+// missing — every field tagged and length-prefixed so different contents never encode alike. A
+// missing source (get returns nil) is an explicit "absent" entry; an ignored one
+// (IgnoreAnnotation) is Ignored, whatever its data. Other labels and annotations do not count.
 func Digests(refs []Ref, get func(Ref) client.Object) []string {
 	out := make([]string, len(refs))
 	for i, r := range refs {
 		d := digest.New().Field('n', []byte(r.Key()))
-		o := get(r)
-		if o != nil && o.GetAnnotations()[IgnoreAnnotation] == "true" {
+		src, ok := get(r).(cachedSource)
+		if !ok {
+			out[i] = d.Field('a', nil).String()
+			continue
+		}
+		values, ignored := src.source()
+		if ignored {
 			out[i] = Ignored
 			continue
 		}
-		switch o := o.(type) {
-		case nil:
-			d.Field('a', nil)
-		case *corev1.ConfigMap:
-			digested(d, 'k', 'v', r.Keys, o.Data)
-			digested(d, 'K', 'b', r.Keys, o.BinaryData)
-			missing(d, r.Keys, func(k string) bool { _, s := o.Data[DigestKey(k)]; _, b := o.BinaryData[DigestKey(k)]; return s || b })
-		case *corev1.Secret:
-			digested(d, 'K', 'b', r.Keys, o.Data)
-			missing(d, r.Keys, func(k string) bool { _, ok := o.Data[DigestKey(k)]; return ok })
+		// A ConfigMap's data, then its binary data (a Secret's data are binary): the entries
+		// digest.Hash's Strings (k, v) and Bytes (K, b) add, in key order.
+		for _, binary := range []bool{false, true} {
+			keyTag, valueTag := byte('k'), byte('v')
+			if binary {
+				keyTag, valueTag = 'K', 'b'
+			}
+			for k, sum := range values.of(binary) {
+				if r.Keys == nil || slices.Contains(r.Keys, k) {
+					d.Field(keyTag, []byte(k)).Field(valueTag, []byte(sum))
+				}
+			}
+		}
+		for _, k := range r.Keys {
+			if !values.has(k) {
+				d.Field('m', []byte(k))
+			}
 		}
 		out[i] = d.String()
 	}
 	return out
-}
-
-// digested adds to d the value digests of a projected source's keys (every key when keys is nil;
-// keys is sorted), each under the key it stands for, tagged keyTag and valueTag: the entries
-// digest.Hash's Strings (k, v) or Bytes (K, b) adds for the source's own map, in key order. The
-// digest keys of one map sort as the keys they stand for (one prefix).
-func digested[V ~string | ~[]byte](d *digest.Hash, keyTag, valueTag byte, keys []string, m map[string]V) {
-	if keys == nil {
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			d.Field(keyTag, []byte(strings.TrimPrefix(k, digestKeyPrefix))).Field(valueTag, []byte(m[k]))
-		}
-		return
-	}
-	for _, k := range keys {
-		if v, ok := m[DigestKey(k)]; ok {
-			d.Field(keyTag, []byte(k)).Field(valueTag, []byte(v))
-		}
-	}
-}
-
-// missing adds an entry for each of keys that has no value.
-func missing(d *digest.Hash, keys []string, has func(string) bool) {
-	for _, k := range keys {
-		if !has(k) {
-			d.Field('m', []byte(k))
-		}
-	}
 }
 
 // Combined is the Pod template's digest: a digest of the per-source digests, in Key order.

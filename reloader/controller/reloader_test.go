@@ -5,10 +5,12 @@ package controller
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kpatterns/kpatterns/shared/digest"
 )
@@ -65,50 +68,84 @@ func TestRefs(t *testing.T) {
 	}
 }
 
-// A workload's projection keeps exactly what Refs reads and the reloader's annotations.
+// What the cache holds of a workload is what Refs reads and the reloader's annotations.
 func TestProjectWorkloads(t *testing.T) {
 	meta := metav1.ObjectMeta{Name: "w", Namespace: "ns", UID: "u", ResourceVersion: "7", Labels: map[string]string{OptIn: "true"},
 		Annotations: map[string]string{DigestsAnnotation: "configmap/vol=1", "other": strings.Repeat("x", 1000)}}
 	tpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{digest.Annotation: "d", "other": "y"}}, Spec: *spec()}
+	restartAt := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	for _, obj := range []client.Object{
 		&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tpl}},
 		&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{ServiceName: "svc", Template: tpl}},
 		&appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: tpl}},
 		&batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "* * * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tpl}}}},
+		&Rollout{ObjectMeta: meta, Spec: RolloutSpec{Template: tpl, RestartAt: &restartAt}},
 	} {
-		p, err := Project(obj)
+		p, err := Cached(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var w WorkloadKind
-		for _, k := range Workloads {
-			if fmt.Sprintf("%T", k.New()) == fmt.Sprintf("%T", obj) {
-				w = k
-			}
-		}
-		got := w.Template(p.(client.Object))
-		if d := cmp.Diff(Refs(spec()), Refs(&got.Spec)); d != "" {
+		got := p.(cachedWorkload).workload()
+		if d := cmp.Diff(Refs(spec()), got.References); d != "" {
 			t.Errorf("%T: references lost (-want +got):\n%s", obj, d)
 		}
-		if d := cmp.Diff(map[string]string{digest.Annotation: "d"}, got.Annotations); d != "" {
-			t.Errorf("%T: template annotations (-want +got):\n%s", obj, d)
+		rolled := "d"
+		if _, ok := obj.(*Rollout); ok {
+			rolled = "2026-01-02T03:04:05Z"
 		}
-		pm := p.(client.Object)
-		if d := cmp.Diff(map[string]string{DigestsAnnotation: "configmap/vol=1"}, pm.GetAnnotations()); d != "" || pm.GetLabels() != nil || pm.GetUID() != "u" {
-			t.Errorf("%T: metadata %+v", obj, pm)
+		if got.Rolled != rolled || got.Spec != (workloadSpec{}) {
+			t.Errorf("%T: rolled %q, spec %+v", obj, got.Rolled, got.Spec)
 		}
-		if again, _ := Project(p); !reflect.DeepEqual(again, p) {
+		if d := cmp.Diff(map[string]string{DigestsAnnotation: "configmap/vol=1"}, p.GetAnnotations()); d != "" || p.GetLabels() != nil || p.GetUID() != "u" {
+			t.Errorf("%T: metadata %+v", obj, p)
+		}
+		if again, _ := Project(p.DeepCopyObject()); !reflect.DeepEqual(again, p) {
 			t.Errorf("%T: projecting a projection changed it: client-go may transform an object twice", obj)
-		}
-		if c := got.Spec.Containers[0]; c.Image != "" || c.Args != nil || len(c.Env) != 4 {
-			t.Errorf("%T: container kept more than its references: %+v", obj, c)
-		}
-		if len(got.Spec.Volumes) != 4 || len(got.Spec.Volumes[1].Projected.Sources) != 2 {
-			t.Errorf("%T: volumes %+v", obj, got.Spec.Volumes)
 		}
 	}
 	if _, err := Project(&corev1.Pod{}); err == nil {
 		t.Error("a kind without a projection was accepted")
+	}
+	if _, err := Cached(&corev1.Pod{}); err == nil {
+		t.Error("a kind the cache does not hold was accepted")
+	}
+}
+
+// The digests of what the cache holds are those the reloader recorded when it held a map of
+// value digests per source (digest.Hash's Strings and Bytes over them): a new version records
+// what an old one did, and rolls nothing on upgrade.
+func TestDigestEncodingUnchanged(t *testing.T) {
+	sum := func(v []byte) string { s := sha256.Sum256(v); return string(s[:]) }
+	data, bin := map[string]string{"b": "2", "a": "1", "z": ""}, map[string][]byte{"c": {0, 1}, "a": []byte("x")}
+	strs, bins := map[string]string{}, map[string][]byte{}
+	for k, v := range data {
+		strs[k] = sum([]byte(v))
+	}
+	for k, v := range bin {
+		bins[k] = []byte(sum(v))
+	}
+	cm, err := Cached(&corev1.ConfigMap{Data: data, BinaryData: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := Cached(&corev1.Secret{Data: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ref  Ref
+		obj  client.Object
+		want *digest.Hash
+	}{
+		{Ref{Kind: ConfigMap, Name: "c"}, cm, digest.New().Field('n', []byte("configmap/c")).Strings(strs).Bytes(bins)},
+		{Ref{Kind: Secret, Name: "s"}, sec, digest.New().Field('n', []byte("secret/s")).Bytes(bins)},
+		{Ref{Kind: ConfigMap, Name: "c", Keys: []string{"a", "m", "z"}}, cm, digest.New().Field('n', []byte("configmap/c")).
+			Field('k', []byte("a")).Field('v', []byte(strs["a"])).Field('k', []byte("z")).Field('v', []byte(strs["z"])).
+			Field('K', []byte("a")).Field('b', bins["a"]).Field('m', []byte("m"))},
+	} {
+		if got := Digests([]Ref{tc.ref}, func(Ref) client.Object { return tc.obj })[0]; got != tc.want.String() {
+			t.Errorf("%s: digest %s, want %s", tc.ref.Entry(), got, tc.want.String())
+		}
 	}
 }
 
@@ -120,7 +157,7 @@ func TestProjectSourcesHoldNoValue(t *testing.T) {
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Annotations: map[string]string{"a": value}},
 		Data: map[string][]byte{"k": []byte(value)}, StringData: map[string]string{"x": value}, Type: corev1.SecretTypeOpaque}
 	for _, obj := range []client.Object{cm, sec} {
-		p, err := Project(obj)
+		p, err := Cached(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,18 +165,18 @@ func TestProjectSourcesHoldNoValue(t *testing.T) {
 			t.Errorf("%T projection holds the value: %s", obj, s)
 		}
 	}
-	pcm, _ := Project(cm)
-	psec, _ := Project(sec)
-	for _, p := range []any{pcm, psec} {
-		if again, _ := Project(p); !reflect.DeepEqual(again, p) {
+	pcm, _ := Cached(cm)
+	psec, _ := Cached(sec)
+	for _, p := range []client.Object{pcm, psec} {
+		if again, _ := Project(p.DeepCopyObject()); !reflect.DeepEqual(again, p) {
 			t.Errorf("%T: projecting a projection changed it: client-go may transform an object twice", p)
 		}
 	}
 	changed := cm.DeepCopy()
 	changed.Data["k"] = "other"
-	pchanged, _ := Project(changed)
-	one := func(o any) string {
-		return Digests([]Ref{{Kind: ConfigMap, Name: "c"}}, func(Ref) client.Object { return o.(client.Object) })[0]
+	pchanged, _ := Cached(changed)
+	one := func(o client.Object) string {
+		return Digests([]Ref{{Kind: ConfigMap, Name: "c"}}, func(Ref) client.Object { return o })[0]
 	}
 	if one(pcm) == one(pchanged) {
 		t.Error("a changed value digests alike")
@@ -148,12 +185,12 @@ func TestProjectSourcesHoldNoValue(t *testing.T) {
 
 func TestDigestIsUnambiguous(t *testing.T) {
 	cm := func(data map[string]string, bin map[string][]byte) client.Object {
-		p, _ := Project(&corev1.ConfigMap{Data: data, BinaryData: bin})
-		return p.(client.Object)
+		p, _ := Cached(&corev1.ConfigMap{Data: data, BinaryData: bin})
+		return p
 	}
 	secret := func(data map[string][]byte) client.Object {
-		p, _ := Project(&corev1.Secret{Data: data})
-		return p.(client.Object)
+		p, _ := Cached(&corev1.Secret{Data: data})
+		return p
 	}
 	type src struct {
 		ref Ref
@@ -189,6 +226,19 @@ func TestDigestIsUnambiguous(t *testing.T) {
 	}
 }
 
+// The sources that exist when the reloader starts map to no workload: every workload is
+// reconciled then anyway; later creations, updates and deletions do.
+func TestSourceChanged(t *testing.T) {
+	cm := &Source[corev1.ConfigMap]{}
+	if SourceChanged.Create(event.CreateEvent{Object: cm, IsInInitialList: true}) {
+		t.Error("a source of the initial list mapped")
+	}
+	if !SourceChanged.Create(event.CreateEvent{Object: cm}) || !SourceChanged.Update(event.UpdateEvent{ObjectOld: cm, ObjectNew: cm}) ||
+		!SourceChanged.Delete(event.DeleteEvent{Object: cm}) {
+		t.Error("a created, changed or deleted source did not map")
+	}
+}
+
 func TestChangedSources(t *testing.T) {
 	for _, tc := range []struct {
 		before, after string
@@ -213,7 +263,7 @@ func BenchmarkDigest(b *testing.B) {
 	for i := range 10 {
 		data[fmt.Sprintf("key-%d", i)] = fmt.Sprintf("value-%d-%01000d", i, i)
 	}
-	p, _ := Project(&corev1.ConfigMap{Data: data})
+	p, _ := Cached(&corev1.ConfigMap{Data: data})
 	for _, n := range []int{1, 10} {
 		refs := make([]Ref, n)
 		for i := range refs {
@@ -221,7 +271,7 @@ func BenchmarkDigest(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("refs=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				Combined(Digests(refs, func(Ref) client.Object { return p.(client.Object) }))
+				Combined(Digests(refs, func(Ref) client.Object { return p }))
 			}
 		})
 	}
@@ -231,11 +281,11 @@ func BenchmarkDigest(b *testing.B) {
 // a change to one of them, or its removal, does not.
 func TestDigestsOfSelectedKeys(t *testing.T) {
 	cm := func(data map[string]string) client.Object {
-		p, err := Project(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: data})
+		p, err := Cached(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: data})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p.(client.Object)
+		return p
 	}
 	read := Ref{Kind: ConfigMap, Name: "c", Keys: []string{"a"}}
 	whole := Ref{Kind: ConfigMap, Name: "c"}

@@ -87,20 +87,13 @@ func (l *RolloutList) DeepCopyObject() runtime.Object {
 
 // RolloutKind is the workload kind of Rollouts: its rollout writes spec.restartAt, a time after
 // the last one the Rollout holds.
-var RolloutKind = WorkloadKind{Kind: "Rollout",
-	New:      func() client.Object { return &Rollout{} },
-	NewList:  func() client.ObjectList { return &RolloutList{} },
-	Template: func(o client.Object) *corev1.PodTemplateSpec { return &o.(*Rollout).Spec.Template },
-	Rolled: func(o client.Object) string {
-		if at := o.(*Rollout).Spec.RestartAt; at != nil {
-			return at.UTC().Format(time.RFC3339)
-		}
-		return ""
-	},
+var RolloutKind = WorkloadKind{Kind: "Rollout", GroupVersion: RolloutGroupVersion,
+	Cached:     func() client.Object { return &Workload[Rollout]{} },
+	CachedList: func() client.ObjectList { return &WorkloadList[Rollout]{} },
 	Roll: func(o client.Object, _ []string) string {
 		at := time.Now().UTC().Truncate(time.Second)
-		if last := o.(*Rollout).Spec.RestartAt; last != nil && !at.After(last.Time) { // a second rollout within one second
-			at = last.UTC().Add(time.Second)
+		if last, err := time.Parse(time.RFC3339, o.(cachedWorkload).workload().Rolled); err == nil && !at.After(last) { // a second rollout within one second
+			at = last.Add(time.Second)
 		}
 		return at.Format(time.RFC3339)
 	},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -24,6 +25,11 @@ import (
 // for it to sync before any controller starts; /readyz waits for it too. The Cluster shares the
 // manager's scheme, REST mapper and HTTP client. Read from the cache, and watch it with
 // source.Kind; writes go through the manager's client as always.
+//
+// configure may give the cache a scheme of its own (cache.Options.Scheme), whose types for a kind
+// have only the fields the pattern reads: the cache then reads JSON, the one encoding that decodes
+// into any Go type (the API's Go types are read as protobuf otherwise), and those types are what
+// it serves.
 func OwnCache(mgr manager.Manager, name string, namespaces []string, configure func(*cache.Options)) (cache.Cache, error) {
 	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
 		o.Scheme, o.HTTPClient = mgr.GetScheme(), mgr.GetHTTPClient()
@@ -36,6 +42,13 @@ func OwnCache(mgr manager.Manager, name string, namespaces []string, configure f
 			o.Cache.DefaultNamespaces[ns] = cache.Config{}
 		}
 		configure(&o.Cache)
+		if o.Cache.Scheme != nil && o.Cache.Scheme != o.Scheme {
+			o.NewCache = func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+				cfg = rest.CopyConfig(cfg)
+				cfg.ContentType = runtime.ContentTypeJSON
+				return cache.New(cfg, opts)
+			}
+		}
 	})
 	if err != nil {
 		return nil, err

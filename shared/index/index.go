@@ -19,15 +19,9 @@ import (
 // MapByName returns a map function that maps an object to the objects of newList's kind, in its
 // namespace, whose field index entry under field is the object's name.
 func MapByName(c client.Reader, newList func() client.ObjectList, field string) handler.MapFunc {
-	return MapByKey(c, newList, field, client.Object.GetName)
-}
-
-// MapByKey is MapByName with the index entry computed from the object by key ("secret/<name>",
-// say, when one index holds references to several kinds).
-func MapByKey(c client.Reader, newList func() client.ObjectList, field string, key func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := newList()
-		k := key(obj)
+		k := obj.GetName()
 		if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{field: k}); err != nil {
 			logf.FromContext(ctx).Error(err, "listing through a field index", "index", field, "key", k)
 			return nil

@@ -57,7 +57,7 @@ var otherFlags = map[string]string{
 	"zap-stacktrace-level": "controller-runtime", "zap-time-encoding": "controller-runtime",
 	"feature-gates": "kube-apiserver", "max-requests-inflight": "kube-apiserver",
 	"max-mutating-requests-inflight": "kube-apiserver", "enable-aggregator-routing": "kube-apiserver",
-	"list-all": "go-task",
+	"list-all": "go-task", "reload-strategy": "Stakater Reloader",
 }
 
 var otherTool = regexp.MustCompile(`\b(kubectl|helm|kubebuilder) `)
