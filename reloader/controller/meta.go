@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,12 +55,7 @@ func (m *Meta) annotation(key string) (string, bool) {
 func (m *Meta) deepCopy() Meta {
 	out := *m
 	out.DeletionTimestamp = m.DeletionTimestamp.DeepCopy()
-	if m.Annotations != nil {
-		out.Annotations = make(map[string]string, len(m.Annotations))
-		for k, v := range m.Annotations {
-			out.Annotations[k] = v
-		}
-	}
+	out.Annotations = maps.Clone(m.Annotations)
 	out.kept = slices.Clone(m.kept)
 	return out
 }

@@ -86,12 +86,17 @@ func WorkloadRefs(obj client.Object) ([]Ref, error) {
 		}
 		cached = c.(cachedWorkload)
 	}
+	w := cached.workload()
+	sources, named := w.annotation(SourcesAnnotation)
+	if !named { // the template's references as the cache holds them: nothing to build per reconcile
+		return w.References, nil
+	}
 	uses := refUses{}
-	for _, r := range cached.workload().References {
+	for _, r := range w.References {
 		uses.add(r.Kind, r.Name, ptr.To(r.Optional), r.Keys)
 	}
 	var bad []string
-	for entry := range strings.SplitSeq(obj.GetAnnotations()[SourcesAnnotation], ",") {
+	for entry := range strings.SplitSeq(sources, ",") {
 		if entry = strings.TrimSpace(entry); entry == "" {
 			continue
 		}
