@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -289,5 +290,62 @@ func TestReloader(t *testing.T) {
 			return ctx
 		}).
 		Feature()
-	testEnv.Test(t, f, argo)
+	// --with namespace-selector: install grants the rule and the run enables it; only a namespace
+	// labelled as the default selector says is cached, and one labelled while it runs is followed.
+	selectedNS, otherNS := envconf.RandomName("reloader-selected", 24), envconf.RandomName("reloader-other", 24)
+	selector := withPattern(features.New("reloader --with namespace-selector").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if err := clientFor(t, cfg).Create(ctx, testNamespace(otherNS)); err != nil {
+				t.Fatal(err)
+			}
+			return ctx
+		}), "reloader", selectedNS, "--with="+controller.NamespaceSelectorFeature.Name).
+		Assess("only the labelled namespace's Deployment is recorded and rolled", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			c := clientFor(t, cfg)
+			webs := map[string]*appsv1.Deployment{}
+			for _, ns := range []string{otherNS, selectedNS} {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: ns}, Data: map[string]string{"k": "1"}}
+				webs[ns] = deploymentUsing(ns, "web", cm.Name, true)
+				webs[ns].Spec.Replicas = ptr.To[int32](0)
+				for _, obj := range []client.Object{cm, webs[ns]} {
+					if err := c.Create(ctx, obj); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			key, value, _ := strings.Cut(controller.DefaultNamespaceSelector, "=")
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+			if err := c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: selectedNS}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				t.Fatal(err)
+			}
+			web := webs[selectedNS]
+			waitFor(t, "the labelled namespace's Deployment recorded", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(web), web)
+				return err == nil && web.Annotations[controller.DigestsAnnotation] != "", err
+			})
+			generation := web.Generation
+			setKey(ctx, t, c, otherNS, "web-config", "k", "2")
+			setKey(ctx, t, c, selectedNS, "web-config", "k", "2")
+			waitFor(t, "the labelled namespace's Deployment rolled", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(web), web)
+				return err == nil && web.Spec.Template.Annotations[digest.Annotation] != "", err
+			})
+			if web.Generation != generation+1 {
+				t.Errorf("the labelled namespace's Deployment: generation %d → %d, want one write", generation, web.Generation)
+			}
+			other := &appsv1.Deployment{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(webs[otherNS]), other); err != nil {
+				t.Fatal(err)
+			}
+			if r, d := other.Annotations[controller.DigestsAnnotation], other.Spec.Template.Annotations[digest.Annotation]; r != "" || d != "" {
+				t.Errorf("the Deployment of a namespace not selected was written: record %q, template digest %q", r, d)
+			}
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			_ = clientFor(t, cfg).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherNS}})
+			return ctx
+		}).
+		Feature()
+	testEnv.Test(t, f, argo, selector)
 }

@@ -2,11 +2,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command reloader rolls opted-in Deployments, StatefulSets, DaemonSets and CronJobs (and, with
-// --with argo-rollouts, Argo Rollouts) when the data of a ConfigMap or Secret they reference changes.
+// --with argo-rollouts, Argo Rollouts) when the data of a ConfigMap or Secret they reference changes;
+// with --with namespace-selector, only in the namespaces whose labels match --namespace-selector.
 package main
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"k8s.io/client-go/rest"
@@ -28,6 +30,12 @@ func main() {
 
 // run is `reloader run`: the manager and the reloader's controllers, served until SIGTERM.
 func run(ctx context.Context, cfg *rest.Config, o app.RunOptions, options controller.Options) error {
+	switch {
+	case !slices.Contains(o.With, controller.NamespaceSelectorFeature.Name) && options.NamespaceSelector != "":
+		return errors.New("--namespace-selector needs --with " + controller.NamespaceSelectorFeature.Name + " (which grants listing and watching Namespaces)")
+	case slices.Contains(o.With, controller.NamespaceSelectorFeature.Name) && options.NamespaceSelector == "":
+		options.NamespaceSelector = controller.DefaultNamespaceSelector
+	}
 	opts, err := app.ManagerOptions(config.Pattern, o) // leader election, metrics, probes: the flags
 	if err != nil {
 		return err

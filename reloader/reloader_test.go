@@ -25,6 +25,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -1196,5 +1198,63 @@ func TestTransformOfExistingObjects(t *testing.T) {
 		if got := once.(*controller.Source[corev1.ConfigMap]).Values; got == "" || got != cached.Values {
 			t.Errorf("%s: the cache holds %q, not one projection of the live object %q", key.Name, cached.Values, got)
 		}
+	}
+}
+
+// With a NamespaceSelector the reloader caches and rolls only in the namespaces whose labels
+// match, following their labels: a namespace that comes to match is baselined and rolled; one
+// that stops matching is told so (a NotSelected event on it) and rolls nothing more.
+func TestNamespaceSelector(t *testing.T) {
+	label := "kpatterns.test/reload-" + utilrand.String(6) // no other test's namespace matches
+	o := defaults
+	o.NamespaceSelector = label + "=yes"
+	o.CoalesceWindow = 0 // a second rollout of web in out is not held: were it made, the test would see it
+	in, out := env.Namespace(t), env.Namespace(t)
+	labelNamespace(t, in, label, "yes")
+	start(t, o)
+	d := controller.Workloads[0]
+	for _, ns := range []string{in, out} {
+		source(t, ns, controller.ConfigMap, "conf", map[string]string{"k": "v"})
+	}
+	webOut := workload(t, d, out, "web", true, forms["envfrom"](controller.ConfigMap, "conf"))
+	webIn := baselined(t, d, workload(t, d, in, "web", true, forms["envfrom"](controller.ConfigMap, "conf")))
+	if r := get(t, d, out, "web").GetAnnotations()[controller.DigestsAnnotation]; r != "" {
+		t.Fatalf("a workload of a namespace not selected was recorded: %q", r)
+	}
+
+	labelNamespace(t, out, label, "yes")
+	webOut = baselined(t, d, webOut)
+	setData(t, out, controller.ConfigMap, "conf", "k", "v2")
+	if webOut, n := rolled(t, d, webOut); n != 1 {
+		t.Errorf("selected later, then changed: %d writes, want 1 rollout", n)
+	} else {
+		labelNamespace(t, out, label, "no")
+		env.WaitForEvent(t, metav1.NamespaceDefault, out, corev1.EventTypeNormal, controller.ReasonNotSelected, "")
+		setData(t, out, controller.ConfigMap, "conf", "k", "v3")
+		setData(t, in, controller.ConfigMap, "conf", "k", "v2")
+		if _, n := rolled(t, d, webIn); n != 1 {
+			t.Errorf("selected throughout, changed: %d writes, want 1 rollout", n)
+		}
+		if got := get(t, d, out, "web"); got.GetResourceVersion() != webOut.GetResourceVersion() {
+			t.Errorf("written after its namespace stopped matching: resourceVersion %s -> %s", webOut.GetResourceVersion(), got.GetResourceVersion())
+		}
+	}
+}
+
+// --namespace-selector without --with namespace-selector is refused before anything starts: the
+// Namespaces it reads would be forbidden.
+func TestNamespaceSelectorNeedsTheFeature(t *testing.T) {
+	err := run(context.Background(), env.Admin, app.RunOptions{}, controller.Options{NamespaceSelector: "team=a"})
+	if err == nil || !strings.Contains(err.Error(), "needs --with namespace-selector") {
+		t.Errorf("run --namespace-selector without the feature: %v", err)
+	}
+}
+
+// labelNamespace sets one label of a namespace.
+func labelNamespace(t *testing.T, ns, key, value string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if err := env.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
 	}
 }

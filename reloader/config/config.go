@@ -13,11 +13,11 @@ import (
 	"github.com/kpatterns/kpatterns/shared/app"
 )
 
-// FS holds rbac/: role.yaml (generated) and features.yaml (the rules of --with argo-rollouts,
-// written by hand).
+// FS holds rbac/: role.yaml (generated) and features.yaml (the rules of --with argo-rollouts and
+// --with namespace-selector, written by hand).
 //
 //go:embed rbac
 var FS embed.FS
 
 // Pattern is what `manifests` and `install` render (and app.Compose composes).
-var Pattern = app.Pattern{Name: controller.Name, Config: FS, Features: []app.Feature{controller.ArgoRolloutsFeature}}
+var Pattern = app.Pattern{Name: controller.Name, Config: FS, Features: []app.Feature{controller.ArgoRolloutsFeature, controller.NamespaceSelectorFeature}}

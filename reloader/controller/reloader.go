@@ -11,6 +11,7 @@ package controller
 import (
 	"context"
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -116,12 +117,17 @@ type Options struct {
 	WatchNamespaces []string
 	// ArgoRollouts reloads Argo Rollouts' Rollouts too (RolloutKind): run --with argo-rollouts.
 	ArgoRollouts bool
+	// NamespaceSelector (labels; empty: every namespace) chooses the namespaces whose sources and
+	// workloads are cached, and so rolled, following their labels: run --with namespace-selector
+	// (NamespaceSelectorFeature).
+	NamespaceSelector string
 }
 
 // BindFlags binds the options to run's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", DefaultCoalesceWindow, "least time between two rollouts of one workload; changes in between are rolled together when it has passed")
 	fs.Float64Var(&o.MaxRolloutsPerSecond, "max-rollouts-per-second", 0, "most rollouts per second of all workloads together (0: no bound)")
+	fs.StringVar(&o.NamespaceSelector, "namespace-selector", "", "with --with "+NamespaceSelectorFeature.Name+": the labels of the namespaces whose sources and workloads are cached and rolled (default "+DefaultNamespaceSelector+")")
 	fs.BoolVar(&o.ColdStandby, "cold-standby", false, "a standby starts its sources only when it leads (less memory while it waits; a full list at takeover)")
 }
 
@@ -263,21 +269,36 @@ func references(obj cachedWorkload, kind Kind, name string) bool {
 // exists then would scan the workloads once per source.
 var SourceChanged = predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool { return !e.IsInInitialList }}
 
-// Setup builds the reloader's own cache (CacheOptions) and one controller per workload kind
-// (Controllers), reading that cache.
+// Setup builds the reloader's store and one controller per workload kind (Controllers) reading
+// it: its own cache (CacheOptions), or with a NamespaceSelector one cache per selected namespace.
 func Setup(mgr ctrl.Manager, o Options) error {
+	if o.NamespaceSelector != "" {
+		selector, err := labels.Parse(o.NamespaceSelector)
+		if err != nil {
+			return fmt.Errorf("--namespace-selector: %w", err)
+		}
+		s, err := selectNamespaces(mgr, o, selector)
+		if err != nil {
+			return err
+		}
+		return Controllers(mgr, s, func(w WorkloadKind) []source.Source { return []source.Source{s.source(w)} }, o)
+	}
 	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, CacheOptionsOf(o.Kinds()))
 	if err != nil {
 		return err
 	}
-	return Controllers(mgr, c, c, o)
+	return Controllers(mgr, c, func(w WorkloadKind) []source.Source {
+		var srcs []source.Source
+		for _, src := range watches(c, w) {
+			srcs = append(srcs, src)
+		}
+		return srcs
+	}, o)
 }
 
-// Controllers adds one controller per workload kind to mgr, watching c (indexed by
-// SetupIndexes) and reading through read: c itself when it holds projections (Setup); a cache of
-// whole objects must be read through a reader that projects sources as Project does, since the
-// digests are digests of projections.
-func Controllers(mgr ctrl.Manager, c cache.Cache, read client.Reader, o Options) error {
+// Controllers adds one controller per workload kind to mgr, reading through read and watching
+// what sources gives for its kind.
+func Controllers(mgr ctrl.Manager, read client.Reader, sources func(WorkloadKind) []source.Source, o Options) error {
 	var limit *rollouts
 	if o.MaxRolloutsPerSecond > 0 {
 		limit = &rollouts{limiter: rate.NewLimiter(rate.Limit(o.MaxRolloutsPerSecond), 1)}
@@ -285,21 +306,30 @@ func Controllers(mgr ctrl.Manager, c cache.Cache, read client.Reader, o Options)
 	for _, w := range o.Kinds() {
 		r := &Reconciler{Workload: w, Cache: read, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
 			CoalesceWindow: o.CoalesceWindow, limit: limit}
-		err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
+		b := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
 			// A standby starts its sources too (controller-runtime's warm-up; not --cold-standby): its caches of
 			// sources and workloads are synced and its queue filled before it is elected, so a new
 			// leader acts on the first change without a full list. The durable record makes the
 			// queued reconciles of converged workloads cost nothing.
-			WithOptions(controller.Options{EnableWarmup: ptr.To(!o.ColdStandby)}).
-			WatchesRawSource(source.Kind(c, w.Cached(), &handler.EnqueueRequestForObject{})).
-			WatchesRawSource(source.Kind(c, client.Object(&Source[corev1.ConfigMap]{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)), SourceChanged)).
-			WatchesRawSource(source.Kind(c, client.Object(&Source[corev1.Secret]{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, Secret)), SourceChanged)).
-			Complete(r)
-		if err != nil {
+			WithOptions(controller.Options{EnableWarmup: ptr.To(!o.ColdStandby)})
+		for _, src := range sources(w) {
+			b = b.WatchesRawSource(src)
+		}
+		if err := b.Complete(r); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// watches are what a controller of kind w watches in cache c: its workloads, and the sources
+// they may reference (mapped to them by a scan of c).
+func watches(c cache.Cache, w WorkloadKind) []source.SyncingSource {
+	return []source.SyncingSource{
+		source.Kind(c, w.Cached(), &handler.EnqueueRequestForObject{}),
+		source.Kind(c, client.Object(&Source[corev1.ConfigMap]{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)), SourceChanged),
+		source.Kind(c, client.Object(&Source[corev1.Secret]{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, Secret)), SourceChanged),
+	}
 }
 
 // Reconciler keeps one kind of workload's annotations current.

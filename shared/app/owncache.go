@@ -34,21 +34,8 @@ func OwnCache(mgr manager.Manager, name string, namespaces []string, configure f
 	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
 		o.Scheme, o.HTTPClient = mgr.GetScheme(), mgr.GetHTTPClient()
 		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
-		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
-		for _, ns := range namespaces {
-			if o.Cache.DefaultNamespaces == nil {
-				o.Cache.DefaultNamespaces = map[string]cache.Config{}
-			}
-			o.Cache.DefaultNamespaces[ns] = cache.Config{}
-		}
-		configure(&o.Cache)
-		if o.Cache.Scheme != nil && o.Cache.Scheme != o.Scheme {
-			o.NewCache = func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
-				cfg = rest.CopyConfig(cfg)
-				cfg.ContentType = runtime.ContentTypeJSON
-				return cache.New(cfg, opts)
-			}
-		}
+		o.Cache = ownCacheOptions(mgr, namespaces, configure)
+		o.NewCache = newOwnCache(mgr)
 	})
 	if err != nil {
 		return nil, err
@@ -57,4 +44,38 @@ func OwnCache(mgr manager.Manager, name string, namespaces []string, configure f
 		return nil, err
 	}
 	return cl.GetCache(), mgr.AddReadyzCheck(name+"-cache", synced(name+"'s own caches", cl.GetCache()))
+}
+
+// NewOwnCache builds a cache as OwnCache does, but neither adds it to the manager nor starts it:
+// for a pattern that starts and stops caches as what it watches changes (the reloader's cache of
+// one namespace, started when the namespace comes to match its --namespace-selector and stopped
+// when it no longer does). Start it with a context that ends when it is no longer needed.
+func NewOwnCache(mgr manager.Manager, namespaces []string, configure func(*cache.Options)) (cache.Cache, error) {
+	return newOwnCache(mgr)(mgr.GetConfig(), ownCacheOptions(mgr, namespaces, configure))
+}
+
+// ownCacheOptions are an own cache's options: the manager's scheme, HTTP client and REST mapper,
+// managedFields stripped, over namespaces (empty: all), then configure's.
+func ownCacheOptions(mgr manager.Manager, namespaces []string, configure func(*cache.Options)) cache.Options {
+	o := cache.Options{Scheme: mgr.GetScheme(), HTTPClient: mgr.GetHTTPClient(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields()}
+	for _, ns := range namespaces {
+		if o.DefaultNamespaces == nil {
+			o.DefaultNamespaces = map[string]cache.Config{}
+		}
+		o.DefaultNamespaces[ns] = cache.Config{}
+	}
+	configure(&o)
+	return o
+}
+
+// newOwnCache builds an own cache: reading JSON when its scheme is not the manager's.
+func newOwnCache(mgr manager.Manager) cache.NewCacheFunc {
+	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+		if opts.Scheme != nil && opts.Scheme != mgr.GetScheme() {
+			cfg = rest.CopyConfig(cfg)
+			cfg.ContentType = runtime.ContentTypeJSON
+		}
+		return cache.New(cfg, opts)
+	}
 }
