@@ -66,7 +66,8 @@ type Cluster struct {
 	env        *envtest.Environment
 	procs      []*exec.Cmd
 	logs       []*os.File
-	node       *node // the real node, if started
+	node       *node     // the real node, if started
+	watchdog   *exec.Cmd // kills etcd and kube-apiserver once the process that started them is gone
 }
 
 // Options choose what Start starts beside the control plane and kwok's node.
@@ -138,6 +139,9 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 			_ = c.Stop() // whatever did start; the error says why
 		}
 	}()
+	if err := c.startWatchdog(); err != nil {
+		return nil, err
+	}
 	cp, err := c.startAPIServer(assets)
 	if err != nil {
 		return nil, err
@@ -161,6 +165,20 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// startWatchdog starts a process of its own session that kills this cluster's etcd and
+// kube-apiserver once this process is gone without stopping them: a test binary killed at its
+// -timeout runs no teardown, and envtest, which starts them, cannot make them die with their
+// parent as the other components do (launch). It matches them by the directories they are given.
+func (c *Cluster) startWatchdog() error {
+	c.watchdog = exec.Command("sh", "-c", `while kill -0 "$1" 2>/dev/null; do sleep 1; done; pkill -KILL -f -- "$2"`, "watchdog",
+		strconv.Itoa(os.Getpid()), "--data-dir="+filepath.Join(c.Dir, "etcd")+"|--cert-dir="+filepath.Join(c.Dir, "pki"))
+	c.watchdog.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.watchdog.Start(); err != nil {
+		return fmt.Errorf("the cluster's watchdog: %w", err)
+	}
+	return nil
 }
 
 // startAPIServer starts etcd and kube-apiserver (envtest's, configured as a cluster's) and writes
@@ -447,7 +465,9 @@ func (c *Cluster) start(assets, name string, args ...string) error {
 	return nil
 }
 
-// launch starts the binary at path in its own process group, appending to its log.
+// launch starts the binary at path in its own process group, appending to its log. It is killed
+// when the process that started it dies: a test binary killed at its -timeout skips every
+// teardown, and the cluster must not outlive it (cluster:up's supervisor is such a parent too).
 func (c *Cluster) launch(path string, args []string) (*exec.Cmd, error) {
 	name := filepath.Base(path)
 	log, err := c.logFile(name)
@@ -456,7 +476,7 @@ func (c *Cluster) launch(path string, args []string) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -487,6 +507,11 @@ func (c *Cluster) Stop() error {
 		_ = f.Close()
 	}
 	c.logs = nil
+	if c.watchdog != nil { // nothing left for it to kill
+		_ = c.watchdog.Process.Kill()
+		_ = c.watchdog.Wait()
+		c.watchdog = nil
+	}
 	return errors.Join(errs...)
 }
 
