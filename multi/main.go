@@ -51,6 +51,9 @@ func run(ctx context.Context, p app.Pattern, cfg *rest.Config, o app.RunOptions,
 		return err
 	}
 	ro.WatchNamespaces = o.WatchNamespaces
+	if err := ro.Enable(o.With); err != nil { // a composition has no features: --namespace-selector is refused
+		return err
+	}
 	if err := setup(mgr, ro); err != nil {
 		return err
 	}

@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"slices"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,11 +28,8 @@ func main() {
 
 // run is `reloader run`: the manager and the reloader's controllers, served until SIGTERM.
 func run(ctx context.Context, cfg *rest.Config, o app.RunOptions, options controller.Options) error {
-	switch {
-	case !slices.Contains(o.With, controller.NamespaceSelectorFeature.Name) && options.NamespaceSelector != "":
-		return errors.New("--namespace-selector needs --with " + controller.NamespaceSelectorFeature.Name + " (which grants listing and watching Namespaces)")
-	case slices.Contains(o.With, controller.NamespaceSelectorFeature.Name) && options.NamespaceSelector == "":
-		options.NamespaceSelector = controller.DefaultNamespaceSelector
+	if err := options.Enable(o.With); err != nil { // before anything starts
+		return err
 	}
 	opts, err := app.ManagerOptions(config.Pattern, o) // leader election, metrics, probes: the flags
 	if err != nil {
@@ -45,7 +40,6 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions, options contro
 		return err
 	}
 	options.WatchNamespaces = o.WatchNamespaces // its own cache watches what the manager's does
-	options.ArgoRollouts = slices.Contains(o.With, controller.ArgoRolloutsFeature.Name)
 	if err := controller.Setup(mgr, options); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -129,6 +130,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.MaxRolloutsPerSecond, "max-rollouts-per-second", 0, "most rollouts per second of all workloads together (0: no bound)")
 	fs.StringVar(&o.NamespaceSelector, "namespace-selector", "", "with --with "+NamespaceSelectorFeature.Name+": the labels of the namespaces whose sources and workloads are cached and rolled (default "+DefaultNamespaceSelector+")")
 	fs.BoolVar(&o.ColdStandby, "cold-standby", false, "a standby starts its sources only when it leads (less memory while it waits; a full list at takeover)")
+}
+
+// Enable turns on the features run was given (--with): ArgoRolloutsFeature, and
+// NamespaceSelectorFeature with DefaultNamespaceSelector unless --namespace-selector says otherwise.
+// --namespace-selector without its feature is an error: the Namespaces it reads are not granted.
+func (o *Options) Enable(with []string) error {
+	o.ArgoRollouts = slices.Contains(with, ArgoRolloutsFeature.Name)
+	switch selecting := slices.Contains(with, NamespaceSelectorFeature.Name); {
+	case !selecting && o.NamespaceSelector != "":
+		return errors.New("--namespace-selector needs --with " + NamespaceSelectorFeature.Name + " (which grants listing and watching Namespaces)")
+	case selecting && o.NamespaceSelector == "":
+		o.NamespaceSelector = DefaultNamespaceSelector
+	}
+	return nil
 }
 
 // WorkloadKind is one kind of workload: the one code path over workloads is parameterized by
