@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	reloader "github.com/kpatterns/kpatterns/reloader/controller"
+	"github.com/kpatterns/kpatterns/shared/app"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 	"github.com/kpatterns/kpatterns/shared/digest"
 	"github.com/kpatterns/kpatterns/shared/testenv"
@@ -78,6 +80,15 @@ func TestReloaderVsStakater(t *testing.T) {
 	if out == "" {
 		out = filepath.Join(root, "docs", "reloader-vs-stakater.md")
 	}
+	// $KPATTERNS_RELOADER_MEMORY_LIMIT (a quantity: 64Mi) runs the reloader once more per size with
+	// the container memory limit a Deployment passes it (app.MemoryLimitEnv): its Go runtime's soft
+	// limit is 90 % of it (app.SetMemoryLimit). A column of its own shows what that changes.
+	memoryLimit := os.Getenv("KPATTERNS_RELOADER_MEMORY_LIMIT")
+	if memoryLimit != "" {
+		if _, err := resource.ParseQuantity(memoryLimit); err != nil {
+			t.Fatalf("KPATTERNS_RELOADER_MEMORY_LIMIT=%q: %v", memoryLimit, err)
+		}
+	}
 	const changes = 100
 	began := time.Now()
 	var namespaces []string
@@ -98,7 +109,7 @@ func TestReloaderVsStakater(t *testing.T) {
 			run := 0
 			// measure runs one controller (stakater, or else the reloader) over ns's n Deployments
 			// until it settled, then makes changes ConfigMap changes.
-			measure := func(stakaterRun bool, ns string, n, changes int) controllerRun {
+			measure := func(stakaterRun bool, ns string, n, changes int, limit ...string) controllerRun {
 				run++
 				log, err := os.Create(filepath.Join(logs, fmt.Sprintf("reloader-vs-stakater-%d.log", run)))
 				if err != nil {
@@ -136,8 +147,13 @@ func TestReloaderVsStakater(t *testing.T) {
 					})
 				} else {
 					r.metrics = "127.0.0.1:" + freePort(t)
+					if len(limit) > 0 { // the environment RunPattern's process starts with
+						q := resource.MustParse(limit[0])
+						_ = os.Setenv(app.MemoryLimitEnv, strconv.FormatInt(q.Value(), 10))
+					}
 					p, err := localcluster.RunPattern(ctx, filepath.Join(bins, "reloader"), cfg.KubeconfigFile(), operatorNamespace, log, false, "--watch-namespaces", ns,
 						"--leader-elect=false", "--metrics-bind-address", r.metrics, "--metrics-secure=false", "--pprof-bind-address", pprof)
+					_ = os.Unsetenv(app.MemoryLimitEnv)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -192,13 +208,23 @@ func TestReloaderVsStakater(t *testing.T) {
 				populate(ctx, t, c, ns, sz.n, sz.valueSize, false)
 				measure(false, ns, sz.n, 0) // the reloader's first start: it records every Deployment
 				runs := [2]controllerRun{measure(false, ns, sz.n, changes), measure(true, ns, sz.n, changes)}
+				var limited []controllerRun
+				if memoryLimit != "" {
+					limited = append(limited, measure(false, ns, sz.n, changes, memoryLimit))
+				}
 				label := fmt.Sprintf("%d ConfigMaps of 10 × %d B + %d Deployments", sz.n, sz.valueSize, sz.n)
-				sections = append(sections, versusTable(label, idle, runs, 2*sz.n))
+				sections = append(sections, versusTable(label, idle, runs, 2*sz.n, memoryLimit, limited...))
 				t.Log(sections[len(sections)-1])
+			}
+			env, limitNote := "", ""
+			if memoryLimit != "" {
+				env = "KPATTERNS_RELOADER_MEMORY_LIMIT=" + memoryLimit + " "
+				limitNote = " The last column: the reloader once more, with the memory limit " + memoryLimit +
+					" a Deployment passes it (" + app.MemoryLimitEnv + "), its Go runtime's soft limit (GOMEMLIMIT) then 90 % of that."
 			}
 			page := fmt.Sprintf(`# The reloader and Stakater Reloader
 
-Written by `+"`KPATTERNS_MEASURE=1 go test -count=1 -v -timeout 90m -run TestReloaderVsStakater ./e2e/`"+`
+Written by `+"`%sKPATTERNS_MEASURE=1 go test -count=1 -v -timeout 90m -run TestReloaderVsStakater ./e2e/`"+`
 (%s) on %s/%s, %d cores, the local cluster; the run took %s.
 
 The kpatterns reloader at this commit against Stakater Reloader %s (github.com/stakater/Reloader,
@@ -214,7 +240,7 @@ heap?gc=1), and per object its growth above the same controller's idle floor ove
 ConfigMaps and Deployments of the size (Stakater caches no Deployment: it lists them on each
 change); peak: VmHWM over start, settle and %d ConfigMap changes made one at a time; latency:
 from each update's response to the watch event of its Deployment's new Pod template. Ratio:
-the reloader's over Stakater's.
+the reloader's over Stakater's.%s
 
 | idle: an empty namespace | Stakater %s | reloader |
 |---|---|---|
@@ -223,8 +249,8 @@ the reloader's over Stakater's.
 | goroutines | %d | %d |
 
 %s
-`, time.Now().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(began).Round(time.Second),
-				stakaterVersion, changes, stakaterVersion, mib(idle[1].rss), mib(idle[0].rss), idle[1].heap/(1<<20), idle[0].heap/(1<<20),
+`, env, time.Now().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(began).Round(time.Second),
+				stakaterVersion, changes, limitNote, stakaterVersion, mib(idle[1].rss), mib(idle[0].rss), idle[1].heap/(1<<20), idle[0].heap/(1<<20),
 				idle[1].goroutines, idle[0].goroutines, strings.Join(sections, "\n"))
 			if err := os.WriteFile(out, []byte(page), 0o644); err != nil {
 				t.Error(err)
@@ -254,24 +280,36 @@ type controllerRun struct {
 func mib(kib int) float64 { return float64(kib) / 1024 }
 
 // versusTable is one size's table: Stakater's figures, the reloader's and their ratio; runs and
-// idle are the reloader's then Stakater's; objects are the ConfigMaps and Deployments.
-func versusTable(label string, idle, runs [2]controllerRun, objects int) string {
+// idle are the reloader's then Stakater's; objects are the ConfigMaps and Deployments. With a
+// limited run (the reloader with memory limit limit), a last column shows it.
+func versusTable(label string, idle, runs [2]controllerRun, objects int, limit string, limited ...controllerRun) string {
 	r, s := runs[0], runs[1]
-	perObject := func(i int) float64 { return (runs[i].heap - idle[i].heap) / float64(objects) }
+	perObject := func(run controllerRun, i int) float64 { return (run.heap - idle[i].heap) / float64(objects) }
 	ms := func(l []time.Duration, p int) float64 { return float64(testenv.Percentile(l, p).Microseconds()) / 1000 }
-	rows := []string{
-		fmt.Sprintf("| %s | Stakater %s | reloader | ratio |", label, stakaterVersion),
-		"|---|---|---|---|",
-		fmt.Sprintf("| RSS settled (MiB) | %.1f | %.1f | **%.2f** |", mib(s.rss), mib(r.rss), float64(r.rss)/float64(s.rss)),
-		fmt.Sprintf("| peak RSS, VmHWM (MiB) | %.1f | %.1f | **%.2f** |", mib(s.peak), mib(r.peak), float64(r.peak)/float64(s.peak)),
-		fmt.Sprintf("| heap after a forced GC (MiB) | %.1f | %.1f | %.2f |", s.heap/(1<<20), r.heap/(1<<20), r.heap/s.heap),
-		fmt.Sprintf("| heap per object above idle (B) | %.0f | %.0f | %.2f |", perObject(1), perObject(0), perObject(0)/perObject(1)),
-		fmt.Sprintf("| change → rollout p50 / p95 (ms) | %.0f / %.0f | %.0f / %.0f | %.3f |", ms(s.latencies, 50), ms(s.latencies, 95),
-			ms(r.latencies, 50), ms(r.latencies, 95), ms(r.latencies, 50)/ms(s.latencies, 50)),
-		fmt.Sprintf("| goroutines settled | %d | %d | |", s.goroutines, r.goroutines),
-		fmt.Sprintf("| CPU time, whole run (s) | %.1f | %.1f | |", s.cpu.Seconds(), r.cpu.Seconds()),
+	rows := [][]string{
+		{fmt.Sprintf("| %s | Stakater %s | reloader | ratio |", label, stakaterVersion), " reloader, memory limit " + limit + " |"},
+		{"|---|---|---|---|", "---|"},
+		{fmt.Sprintf("| RSS settled (MiB) | %.1f | %.1f | **%.2f** |", mib(s.rss), mib(r.rss), float64(r.rss)/float64(s.rss)), " %.1f |"},
+		{fmt.Sprintf("| peak RSS, VmHWM (MiB) | %.1f | %.1f | **%.2f** |", mib(s.peak), mib(r.peak), float64(r.peak)/float64(s.peak)), " %.1f |"},
+		{fmt.Sprintf("| heap after a forced GC (MiB) | %.1f | %.1f | %.2f |", s.heap/(1<<20), r.heap/(1<<20), r.heap/s.heap), " %.1f |"},
+		{fmt.Sprintf("| heap per object above idle (B) | %.0f | %.0f | %.2f |", perObject(s, 1), perObject(r, 0), perObject(r, 0)/perObject(s, 1)), " %.0f |"},
+		{fmt.Sprintf("| change → rollout p50 / p95 (ms) | %.0f / %.0f | %.0f / %.0f | %.3f |", ms(s.latencies, 50), ms(s.latencies, 95),
+			ms(r.latencies, 50), ms(r.latencies, 95), ms(r.latencies, 50)/ms(s.latencies, 50)), " %.0f / %.0f |"},
+		{fmt.Sprintf("| goroutines settled | %d | %d | |", s.goroutines, r.goroutines), " %d |"},
+		{fmt.Sprintf("| CPU time, whole run (s) | %.1f | %.1f | |", s.cpu.Seconds(), r.cpu.Seconds()), " %.1f |"},
 	}
-	return strings.Join(rows, "\n") + "\n"
+	var lines []string
+	for i, row := range rows {
+		line := row[0]
+		if len(limited) > 0 {
+			l := limited[0]
+			values := [][]any{nil, nil, {mib(l.rss)}, {mib(l.peak)}, {l.heap / (1 << 20)}, {perObject(l, 0)},
+				{ms(l.latencies, 50), ms(l.latencies, 95)}, {l.goroutines}, {l.cpu.Seconds()}}[i]
+			line += fmt.Sprintf(row[1], values...)
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // buildStakater builds Stakater Reloader stakaterVersion from its module, once per version (in
