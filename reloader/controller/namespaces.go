@@ -68,13 +68,14 @@ const cacheSyncTimeout = 2 * time.Minute
 // namespaces are the caches of the selected namespaces: the namespace controller's reconciler,
 // the reader the workload reconcilers read through, and each workload controller's source.
 type namespaces struct {
-	mgr      ctrl.Manager
-	selector labels.Selector
-	kinds    []WorkloadKind
-	meta     client.Reader // the namespaces' metadata
-	recorder events.EventRecorder
-	ctx      context.Context // the manager's (Start): every namespace's cache ends with it
-	started  chan struct{}   // closed once ctx is set
+	mgr       ctrl.Manager
+	selector  labels.Selector
+	kinds     []WorkloadKind
+	configure func(*cache.Options) // a namespace's cache (CacheOptionsOf, uncompressed)
+	meta      client.Reader        // the namespaces' metadata
+	recorder  events.EventRecorder
+	ctx       context.Context // the manager's (Start): every namespace's cache ends with it
+	started   chan struct{}   // closed once ctx is set
 
 	mu      sync.RWMutex
 	caches  map[string]selected // by namespace
@@ -89,7 +90,7 @@ type selected struct {
 
 // selectNamespaces adds to mgr the controller that follows the namespaces' labels, and returns the
 // reader of their caches and the source of each workload kind's controller, watching them.
-func selectNamespaces(mgr ctrl.Manager, o Options, selector labels.Selector) (*namespaces, error) {
+func selectNamespaces(mgr ctrl.Manager, o Options, selector labels.Selector, configure func(*cache.Options)) (*namespaces, error) {
 	if len(o.WatchNamespaces) > 0 {
 		return nil, errors.New("--namespace-selector chooses namespaces by their labels: it cannot be combined with --watch-namespaces")
 	}
@@ -97,7 +98,7 @@ func selectNamespaces(mgr ctrl.Manager, o Options, selector labels.Selector) (*n
 	if err != nil {
 		return nil, err
 	}
-	s := &namespaces{mgr: mgr, selector: selector, kinds: o.Kinds(), meta: nsCache, recorder: mgr.GetEventRecorder(Name),
+	s := &namespaces{mgr: mgr, selector: selector, kinds: o.Kinds(), configure: configure, meta: nsCache, recorder: mgr.GetEventRecorder(Name),
 		started: make(chan struct{}), caches: map[string]selected{}}
 	SelectedNamespaces.Set(0)
 	if err := mgr.Add(s); err != nil {
@@ -167,7 +168,7 @@ func (s *namespaces) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // start starts namespace ns's cache, waits for its first list, and has every workload controller
 // watch it.
 func (s *namespaces) start(ctx context.Context, ns string) error {
-	c, err := app.NewOwnCache(s.mgr, []string{ns}, CacheOptionsOf(s.kinds))
+	c, err := app.NewOwnCache(s.mgr, []string{ns}, s.configure)
 	if err != nil {
 		return err
 	}

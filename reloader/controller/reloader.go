@@ -31,6 +31,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	batchv1ac "k8s.io/client-go/applyconfigurations/batch/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -287,18 +288,22 @@ var SourceChanged = predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
 // Setup builds the reloader's store and one controller per workload kind (Controllers) reading
 // it: its own cache (CacheOptions), or with a NamespaceSelector one cache per selected namespace.
 func Setup(mgr ctrl.Manager, o Options) error {
+	configure, err := uncompressed(mgr.GetConfig(), CacheOptionsOf(o.Kinds()))
+	if err != nil {
+		return err
+	}
 	if o.NamespaceSelector != "" {
 		selector, err := labels.Parse(o.NamespaceSelector)
 		if err != nil {
 			return fmt.Errorf("--namespace-selector: %w", err)
 		}
-		s, err := selectNamespaces(mgr, o, selector)
+		s, err := selectNamespaces(mgr, o, selector, configure)
 		if err != nil {
 			return err
 		}
 		return Controllers(mgr, s, func(w WorkloadKind) []source.Source { return []source.Source{s.source(w)} }, o)
 	}
-	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, CacheOptionsOf(o.Kinds()))
+	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, configure)
 	if err != nil {
 		return err
 	}
@@ -309,6 +314,21 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		}
 		return srcs
 	}, o)
+}
+
+// uncompressed is configure with an HTTP client of its own (one for all the reloader's caches)
+// that does not ask for gzip: Go's transport decompresses a gzip response through a 32 KB window
+// kept as long as the response is read, one per watch — 1.9 MB of the 11.8 MB heap of a reloader
+// over 10 namespaces' caches (a heap profile of BenchmarkNamespaceSelectorHeap). The price is the
+// bytes of lists and watch events on the wire, uncompressed.
+func uncompressed(cfg *rest.Config, configure func(*cache.Options)) (func(*cache.Options), error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.DisableCompression = true
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(o *cache.Options) { configure(o); o.HTTPClient = hc }, nil
 }
 
 // Controllers adds one controller per workload kind to mgr, reading through read and watching
