@@ -239,7 +239,7 @@ func (s *namespaces) List(ctx context.Context, list client.ObjectList, opts ...c
 
 // source is a workload controller's source over every selected namespace's cache, now and later.
 func (s *namespaces) source(w WorkloadKind) source.Source {
-	src := &namespaceSource{mu: &s.mu, caches: s.caches, w: w}
+	src := &namespaceSource{s: s, w: w}
 	s.mu.Lock()
 	s.sources = append(s.sources, src)
 	s.mu.Unlock()
@@ -250,19 +250,18 @@ func (s *namespaces) source(w WorkloadKind) source.Source {
 // each selected namespace's cache (watches) as that cache starts. A stopped cache sends nothing
 // more; its informers' handlers go with it.
 type namespaceSource struct {
-	mu     *sync.RWMutex // the namespaces' lock: caches, ctx and queue
-	caches map[string]selected
-	w      WorkloadKind
-	ctx    context.Context
-	queue  workqueue.TypedRateLimitingInterface[reconcile.Request]
+	s     *namespaces // its lock guards ctx and queue too
+	w     WorkloadKind
+	ctx   context.Context
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
 // Start watches the caches started so far, and those started later as they start.
 func (src *namespaceSource) Start(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	src.mu.Lock()
-	defer src.mu.Unlock()
+	src.s.mu.Lock()
+	defer src.s.mu.Unlock()
 	src.ctx, src.queue = ctx, queue
-	for _, c := range src.caches {
+	for _, c := range src.s.caches {
 		if err := src.watch(c); err != nil {
 			return err
 		}
@@ -270,7 +269,8 @@ func (src *namespaceSource) Start(ctx context.Context, queue workqueue.TypedRate
 	return nil
 }
 
-// watch has the controller watch cache c (synced), once it started this source; with src.mu held.
+// watch has the controller watch cache c (synced), once it started this source; with the
+// namespaces' lock held.
 func (src *namespaceSource) watch(c cache.Cache) error {
 	if src.queue == nil {
 		return nil
