@@ -284,28 +284,31 @@ func mib(kib int) float64 { return float64(kib) / 1024 }
 // limited run (the reloader with memory limit limit), a last column shows it.
 func versusTable(label string, idle, runs [2]controllerRun, objects int, limit string, limited ...controllerRun) string {
 	r, s := runs[0], runs[1]
-	perObject := func(run controllerRun, i int) float64 { return (run.heap - idle[i].heap) / float64(objects) }
 	ms := func(l []time.Duration, p int) float64 { return float64(testenv.Percentile(l, p).Microseconds()) / 1000 }
-	rows := [][]string{
-		{fmt.Sprintf("| %s | Stakater %s | reloader | ratio |", label, stakaterVersion), " reloader, memory limit " + limit + " |"},
-		{"|---|---|---|---|", "---|"},
-		{fmt.Sprintf("| RSS settled (MiB) | %.1f | %.1f | **%.2f** |", mib(s.rss), mib(r.rss), float64(r.rss)/float64(s.rss)), " %.1f |"},
-		{fmt.Sprintf("| peak RSS, VmHWM (MiB) | %.1f | %.1f | **%.2f** |", mib(s.peak), mib(r.peak), float64(r.peak)/float64(s.peak)), " %.1f |"},
-		{fmt.Sprintf("| heap after a forced GC (MiB) | %.1f | %.1f | %.2f |", s.heap/(1<<20), r.heap/(1<<20), r.heap/s.heap), " %.1f |"},
-		{fmt.Sprintf("| heap per object above idle (B) | %.0f | %.0f | %.2f |", perObject(s, 1), perObject(r, 0), perObject(r, 0)/perObject(s, 1)), " %.0f |"},
-		{fmt.Sprintf("| change → rollout p50 / p95 (ms) | %.0f / %.0f | %.0f / %.0f | %.3f |", ms(s.latencies, 50), ms(s.latencies, 95),
-			ms(r.latencies, 50), ms(r.latencies, 95), ms(r.latencies, 50)/ms(s.latencies, 50)), " %.0f / %.0f |"},
-		{fmt.Sprintf("| goroutines settled | %d | %d | |", s.goroutines, r.goroutines), " %d |"},
-		{fmt.Sprintf("| CPU time, whole run (s) | %.1f | %.1f | |", s.cpu.Seconds(), r.cpu.Seconds()), " %.1f |"},
+	perObject := func(run controllerRun, i int) float64 { return (run.heap - idle[i].heap) / float64(objects) }
+	// cells are a run's figures, one per row; i is its controller in idle.
+	cells := func(run controllerRun, i int) []string {
+		return []string{fmt.Sprintf("%.1f", mib(run.rss)), fmt.Sprintf("%.1f", mib(run.peak)), fmt.Sprintf("%.1f", run.heap/(1<<20)),
+			fmt.Sprintf("%.0f", perObject(run, i)), fmt.Sprintf("%.0f / %.0f", ms(run.latencies, 50), ms(run.latencies, 95)),
+			fmt.Sprint(run.goroutines), fmt.Sprintf("%.1f", run.cpu.Seconds())}
 	}
-	var lines []string
-	for i, row := range rows {
-		line := row[0]
-		if len(limited) > 0 {
-			l := limited[0]
-			values := [][]any{nil, nil, {mib(l.rss)}, {mib(l.peak)}, {l.heap / (1 << 20)}, {perObject(l, 0)},
-				{ms(l.latencies, 50), ms(l.latencies, 95)}, {l.goroutines}, {l.cpu.Seconds()}}[i]
-			line += fmt.Sprintf(row[1], values...)
+	names := []string{"RSS settled (MiB)", "peak RSS, VmHWM (MiB)", "heap after a forced GC (MiB)", "heap per object above idle (B)",
+		"change → rollout p50 / p95 (ms)", "goroutines settled", "CPU time, whole run (s)"}
+	ratios := []string{fmt.Sprintf("**%.2f**", float64(r.rss)/float64(s.rss)), fmt.Sprintf("**%.2f**", float64(r.peak)/float64(s.peak)),
+		fmt.Sprintf("%.2f", r.heap/s.heap), fmt.Sprintf("%.2f", perObject(r, 0)/perObject(s, 1)),
+		fmt.Sprintf("%.3f", ms(r.latencies, 50)/ms(s.latencies, 50)), "", ""}
+	header := fmt.Sprintf("| %s | Stakater %s | reloader | ratio |", label, stakaterVersion)
+	rule := "|---|---|---|---|"
+	var extra []string
+	if len(limited) > 0 {
+		header, rule, extra = header+" reloader, memory limit "+limit+" |", rule+"---|", cells(limited[0], 0)
+	}
+	stakater, reloader := cells(s, 1), cells(r, 0)
+	lines := []string{header, rule}
+	for i, name := range names {
+		line := fmt.Sprintf("| %s | %s | %s | %s |", name, stakater[i], reloader[i], ratios[i])
+		if extra != nil {
+			line += " " + extra[i] + " |"
 		}
 		lines = append(lines, line)
 	}
