@@ -95,9 +95,9 @@ func TestReloader(t *testing.T) {
 				return err == nil && len(list.Items) == len(before)+1, err
 			})
 			rolledOut(ctx, t, c, ns, "opted") // its Pods are Ready again
-			// The rollout explained: the source, its recorded digest before and after, no value.
+			// The rollout explained: the source, its recorded digest before and after, the key, no value.
 			note := regexp.MustCompile(`^rolling out for changed data of configmap/app-config \(` +
-				regexp.QuoteMeta(strings.TrimPrefix(baseline, "configmap/app-config=")) + ` → [0-9a-f]{16}\)$`)
+				regexp.QuoteMeta(strings.TrimPrefix(baseline, "configmap/app-config=")) + ` → [0-9a-f]{16}; keys level\)$`)
 			waitFor(t, "the RollingOut event naming configmap/app-config and its digests", func(ctx context.Context) (bool, error) {
 				list := &eventsv1.EventList{}
 				if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {

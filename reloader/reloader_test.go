@@ -468,7 +468,7 @@ func TestReferenceChangeIsNoRollout(t *testing.T) {
 	two, _ = rolled(t, d, two)
 	rolledDigest := template(t, two).Annotations[digest.Annotation]
 	env.WaitForEvent(t, ns, "two", corev1.EventTypeNormal, controller.ReasonRollingOut,
-		fmt.Sprintf("rolling out for changed data of secret/b (%s → %s)", b0, recordOf(t, two, "secret/b")))
+		fmt.Sprintf("rolling out for changed data of secret/b (%s → %s; keys k)", b0, recordOf(t, two, "secret/b")))
 	edit := func(from ...corev1.EnvFromSource) {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			o := get(t, d, ns, "two").(*appsv1.Deployment)
@@ -670,7 +670,7 @@ func TestIgnoredSourceNeverRolls(t *testing.T) {
 		t.Errorf("%d template changes for one counted change after an ignored one, want 1", n)
 	}
 	env.WaitForEvent(t, ns, "app", corev1.EventTypeNormal, controller.ReasonRollingOut,
-		fmt.Sprintf("rolling out for changed data of configmap/real (%s → %s)", r0, recordOf(t, after, "configmap/real")))
+		fmt.Sprintf("rolling out for changed data of configmap/real (%s → %s; keys k)", r0, recordOf(t, after, "configmap/real")))
 	annotate(t, noisy, controller.IgnoreAnnotation, "")
 	counted := recorded(t, s, after, "configmap/noisy", digestOf(t, s, after, "configmap/noisy"))
 	if counted.GetGeneration() != after.GetGeneration() {
@@ -1009,30 +1009,54 @@ func recordOf(t *testing.T, obj client.Object, key string) string {
 	return ""
 }
 
-// Every rollout is explained: one Normal event naming the source and its digests before and
-// after, never a value, and one count in kpatterns_reloader_rollouts_total for its kind and
-// namespace.
+// Every rollout is explained: one Normal event naming the source, its digests before and after
+// and the keys whose values changed, were added or were removed (when the reloader saw the change),
+// never a value, and one count in kpatterns_reloader_rollouts_total for its kind and namespace. A
+// change made while no reloader ran rolls once, its event naming the source and digests alone.
 func TestRolloutExplained(t *testing.T) {
 	ns := env.Namespace(t)
-	start(t, defaults)
 	d := controller.Workloads[0]
-	source(t, ns, controller.ConfigMap, "explained", map[string]string{"k": "first-value"})
-	web := baselined(t, d, workload(t, d, ns, "web", true, forms["envfrom"](controller.ConfigMap, "explained")))
-	counted := testutil.ToFloat64(controller.Rollouts.WithLabelValues(d.Kind, ns))
+	source(t, ns, controller.ConfigMap, "explained", map[string]string{"a": "first-value", "b": "first-value", "c": "first-value"})
+	web := workload(t, d, ns, "web", true, forms["envfrom"](controller.ConfigMap, "explained"))
+	t.Run("seen", func(t *testing.T) {
+		start(t, defaults, ns)
+		web = baselined(t, d, web)
+		counted := testutil.ToFloat64(controller.Rollouts.WithLabelValues(d.Kind, ns))
+		before := recordOf(t, web, "configmap/explained")
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // one update: b changed, c removed, d added
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "explained"}, cm); err != nil {
+				return err
+			}
+			cm.Data["b"], cm.Data["d"] = "second-value", "second-value"
+			delete(cm.Data, "c")
+			return env.Client.Update(context.Background(), cm)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if web, n = rolled(t, d, web); n != 1 {
+			t.Fatalf("%d writes, want 1 rollout", n)
+		}
+		ev := env.WaitForEvent(t, ns, "web", corev1.EventTypeNormal, controller.ReasonRollingOut,
+			fmt.Sprintf("rolling out for changed data of configmap/explained (%s → %s; keys b+c+d)", before, recordOf(t, web, "configmap/explained")))
+		if strings.Contains(ev.Message, "value") {
+			t.Errorf("the event carries a value: %q", ev.Message)
+		}
+		if got := testutil.ToFloat64(controller.Rollouts.WithLabelValues(d.Kind, ns)) - counted; got != 1 {
+			t.Errorf("kpatterns_reloader_rollouts_total{kind=%q,namespace=%q} rose by %v, want 1", d.Kind, ns, got)
+		}
+	}) // the reloader stops here
 	before := recordOf(t, web, "configmap/explained")
-	setData(t, ns, controller.ConfigMap, "explained", "k", "second-value")
+	setData(t, ns, controller.ConfigMap, "explained", "a", "second-value")
+	start(t, defaults, ns)
 	web, n := rolled(t, d, web)
 	if n != 1 {
-		t.Fatalf("%d writes, want 1 rollout", n)
+		t.Fatalf("%d writes for a change made while no reloader ran, want 1 rollout", n)
 	}
-	ev := env.WaitForEvent(t, ns, "web", corev1.EventTypeNormal, controller.ReasonRollingOut,
+	env.WaitForEvent(t, ns, "web", corev1.EventTypeNormal, controller.ReasonRollingOut,
 		fmt.Sprintf("rolling out for changed data of configmap/explained (%s → %s)", before, recordOf(t, web, "configmap/explained")))
-	if strings.Contains(ev.Message, "value") {
-		t.Errorf("the event carries a value: %q", ev.Message)
-	}
-	if got := testutil.ToFloat64(controller.Rollouts.WithLabelValues(d.Kind, ns)) - counted; got != 1 {
-		t.Errorf("kpatterns_reloader_rollouts_total{kind=%q,namespace=%q} rose by %v, want 1", d.Kind, ns, got)
-	}
 }
 
 // With --with argo-rollouts a Rollout is reloaded through spec.restartAt, and its Pod template
@@ -1069,7 +1093,7 @@ func TestArgoRollout(t *testing.T) {
 			t.Errorf("rollout %d changed the Pod template (-before +after):\n%s", i+1, d)
 		}
 		env.WaitForEvent(t, ns, "canary", corev1.EventTypeNormal, controller.ReasonRollingOut,
-			fmt.Sprintf("rolling out for changed data of configmap/canary-config (%s → %s)", before, recordOf(t, got, "configmap/canary-config")))
+			fmt.Sprintf("rolling out for changed data of configmap/canary-config (%s → %s; keys k)", before, recordOf(t, got, "configmap/canary-config")))
 		canary, last = got, got.Spec.RestartAt.Time
 	}
 }

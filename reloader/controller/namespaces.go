@@ -74,6 +74,7 @@ type namespaces struct {
 	configure func(*cache.Options) // a namespace's cache (CacheOptionsOf, uncompressed)
 	meta      client.Reader        // the namespaces' metadata
 	recorder  events.EventRecorder
+	changes   *changes        // the sources' recent changes, for the rollout events
 	ctx       context.Context // the manager's (Start): every namespace's cache ends with it
 	started   chan struct{}   // closed once ctx is set
 
@@ -98,7 +99,7 @@ func selectNamespaces(mgr ctrl.Manager, o Options, selector labels.Selector, con
 	if err != nil {
 		return nil, err
 	}
-	s := &namespaces{mgr: mgr, selector: selector, kinds: o.Kinds(), configure: configure, meta: nsCache, recorder: mgr.GetEventRecorder(Name),
+	s := &namespaces{mgr: mgr, selector: selector, kinds: o.Kinds(), configure: configure, meta: nsCache, recorder: mgr.GetEventRecorder(Name), changes: newChanges(),
 		started: make(chan struct{}), caches: map[string]selected{}}
 	SelectedNamespaces.Set(0)
 	if err := mgr.Add(s); err != nil {
@@ -275,7 +276,7 @@ func (src *namespaceSource) watch(c cache.Cache) error {
 	if src.queue == nil {
 		return nil
 	}
-	for _, kind := range watches(c, src.w) {
+	for _, kind := range watches(c, src.w, src.s.changes) {
 		// Not waited for: c's informers synced, so its events flow as soon as the handler is added,
 		// and a wait (client-go polls every 100 ms) would hold every reader of the caches.
 		if err := kind.Start(src.ctx, src.queue); err != nil {

@@ -217,13 +217,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		if err != nil {
 			return err
 		}
-		return Controllers(mgr, s, func(w WorkloadKind) []source.Source { return []source.Source{s.source(w)} }, o)
+		return controllers(mgr, s, func(w WorkloadKind) []source.Source { return []source.Source{s.source(w)} }, s.changes, o)
 	}
 	c, err := app.OwnCache(mgr, Name, o.WatchNamespaces, configure)
 	if err != nil {
 		return err
 	}
-	return Controllers(mgr, c, func(w WorkloadKind) []source.Source { return watches(c, w) }, o)
+	ch := newChanges()
+	return controllers(mgr, c, func(w WorkloadKind) []source.Source { return watches(c, w, ch) }, ch, o)
 }
 
 // uncompressed is configure with an HTTP client of its own (one for all the reloader's caches)
@@ -241,16 +242,16 @@ func uncompressed(cfg *rest.Config, configure func(*cache.Options)) (func(*cache
 	return func(o *cache.Options) { configure(o); o.HTTPClient = hc }, nil
 }
 
-// Controllers adds one controller per workload kind to mgr, reading through read and watching
-// what sources gives for its kind.
-func Controllers(mgr ctrl.Manager, read client.Reader, sources func(WorkloadKind) []source.Source, o Options) error {
+// controllers adds one controller per workload kind to mgr, reading through read, watching what
+// sources gives for its kind, and naming the changed keys from what ch kept.
+func controllers(mgr ctrl.Manager, read client.Reader, sources func(WorkloadKind) []source.Source, ch *changes, o Options) error {
 	var limit *rollouts
 	if o.MaxRolloutsPerSecond > 0 {
 		limit = &rollouts{limiter: rate.NewLimiter(rate.Limit(o.MaxRolloutsPerSecond), 1)}
 	}
 	for _, w := range o.Kinds() {
 		r := &Reconciler{Workload: w, Cache: read, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
-			CoalesceWindow: o.CoalesceWindow, limit: limit}
+			CoalesceWindow: o.CoalesceWindow, limit: limit, changes: ch}
 		b := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
 			// A standby starts its sources too (controller-runtime's warm-up; not --cold-standby): its caches of
 			// sources and workloads are synced and its queue filled before it is elected, so a new
@@ -268,12 +269,12 @@ func Controllers(mgr ctrl.Manager, read client.Reader, sources func(WorkloadKind
 }
 
 // watches are what a controller of kind w watches in cache c: its workloads, and the sources
-// they may reference (mapped to them by a scan of c).
-func watches(c cache.Cache, w WorkloadKind) []source.Source {
+// they may reference (mapped to them by a scan of c; their changes kept in ch).
+func watches(c cache.Cache, w WorkloadKind, ch *changes) []source.Source {
 	return []source.Source{
 		source.Kind(c, w.Cached(), &handler.EnqueueRequestForObject{}),
-		source.Kind(c, client.Object(&Source[corev1.ConfigMap]{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, ConfigMap)), SourceChanged),
-		source.Kind(c, client.Object(&Source[corev1.Secret]{}), handler.EnqueueRequestsFromMapFunc(MapSourceToWorkloads(c, w, Secret)), SourceChanged),
+		source.Kind(c, client.Object(&Source[corev1.ConfigMap]{}), sourceEvents(c, w, ConfigMap, ch), SourceChanged),
+		source.Kind(c, client.Object(&Source[corev1.Secret]{}), sourceEvents(c, w, Secret, ch), SourceChanged),
 	}
 }
 
@@ -286,11 +287,14 @@ type Reconciler struct {
 	CoalesceWindow time.Duration
 	rolled         sync.Map
 	limit          *rollouts // shared by every kind's reconciler; nil: no bound
+	changes        *changes  // shared too: the sources' recent changes, for the events
 }
 
-// digests are the digests of the sources refs name in namespace ns, read from the cache, and the
-// required ones that do not exist (an optional one missing digests as "absent").
-func (r *Reconciler) digests(ctx context.Context, ns string, refs []Ref) (digests, missing []string, err error) {
+// digests are the digests of the sources refs name in namespace ns, read from the cache, the
+// sources read (by Ref.Key), and the required ones that do not exist (an optional one
+// missing digests as "absent").
+func (r *Reconciler) digests(ctx context.Context, ns string, refs []Ref) (digests []string, sources map[string]client.Object, missing []string, err error) {
+	sources = map[string]client.Object{}
 	digests = Digests(refs, func(ref Ref) client.Object {
 		var src client.Object = &Source[corev1.ConfigMap]{}
 		if ref.Kind == Secret {
@@ -307,9 +311,10 @@ func (r *Reconciler) digests(ctx context.Context, ns string, refs []Ref) (digest
 			err = getErr
 			return nil
 		}
+		sources[ref.Key()] = src
 		return src
 	})
-	return digests, missing, err
+	return digests, sources, missing, err
 }
 
 // Reconcile compares the digests of the workload's sources with those it last saw (DigestsAnnotation)
@@ -330,7 +335,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil { // the other sources still count
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonInvalidSources, "Rollout", "%v", err)
 	}
-	digests, missing, err := r.digests(ctx, req.Namespace, refs)
+	digests, sources, missing, err := r.digests(ctx, req.Namespace, refs)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -367,7 +372,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if roll {
 		r.rolled.Store(req.NamespacedName, time.Now())
 		Rollouts.WithLabelValues(w.Kind, req.Namespace).Inc()
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "rolling out for changed data of %s", strings.Join(changed, ", "))
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "rolling out for changed data of %s",
+			strings.Join(r.changes.explain(req.Namespace, refs, sources, before, changed), ", "))
 	}
 	return reconcile.Result{}, nil
 }
