@@ -441,18 +441,28 @@ func rolloutRestart(ctx context.Context, t *testing.T, c client.Client, name str
 	if err := c.Patch(ctx, d, client.RawPatch(types.StrategicMergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, name+" rolled out", func(ctx context.Context) (bool, error) {
+	waitRolledOut(t, c, d, 2*time.Minute)
+}
+
+// waitRolledOut waits, up to limit, until only the Pods of d's current template run, all Ready:
+// its rollout done and no older Pod left, a terminating one included.
+func waitRolledOut(t testing.TB, c client.Client, d *appsv1.Deployment, limit time.Duration) {
+	t.Helper()
+	err := pollUntil(d.Name+" rolled out", limit, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
 			return false, err
 		}
 		pods := &corev1.PodList{}
-		if err := c.List(ctx, pods, client.InNamespace(deployedNamespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+		if err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
 			return false, err
 		}
 		want := *d.Spec.Replicas
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == want &&
 			d.Status.ReadyReplicas == want && int32(len(pods.Items)) == want, nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, extra ...string) []*unstructured.Unstructured {

@@ -21,8 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/e2e-framework/klient/wait"
-	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
@@ -297,12 +299,25 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 	}
 	installPattern(ctx, t, cfg, pattern, install...)
 	if kindRun {
-		err := wait.For(conditions.New(cfg.Client().Resources()).DeploymentAvailable(pattern, operatorNamespace),
-			wait.WithTimeout(3*time.Minute))
-		if err != nil {
-			t.Fatalf("%s Deployment not available: %v", pattern, err)
+		c := clientFor(t, cfg)
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: pattern, Namespace: operatorNamespace}}
+		waitRolledOut(t, c, d, 3*time.Minute)
+		// Stopped as the local process is: no later feature meets it (a reloader left running
+		// would act on that feature's workloads). Its next install creates the Deployment again.
+		return func() {
+			if err := c.Delete(ctx, d); client.IgnoreNotFound(err) != nil {
+				t.Errorf("%s: deleting its Deployment: %v", pattern, err)
+				return
+			}
+			err := pollUntil(pattern+"'s Pods gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				pods := &corev1.PodList{}
+				err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels))
+				return err == nil && len(pods.Items) == 0, err
+			})
+			if err != nil {
+				t.Error(err)
+			}
 		}
-		return func() {}
 	}
 	log, err := os.Create(filepath.Join(logs, pattern+".log"))
 	if err != nil {
