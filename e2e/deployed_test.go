@@ -452,17 +452,24 @@ func waitRolledOut(t testing.TB, c client.Client, d *appsv1.Deployment, limit ti
 		if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
 			return false, err
 		}
-		pods := &corev1.PodList{}
-		if err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+		pods, err := podsOf(ctx, c, d)
+		if err != nil {
 			return false, err
 		}
 		want := *d.Spec.Replicas
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == want &&
-			d.Status.ReadyReplicas == want && int32(len(pods.Items)) == want, nil
+			d.Status.ReadyReplicas == want && int32(len(pods)) == want, nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// podsOf are the Pods d's selector matches, terminating ones included.
+func podsOf(ctx context.Context, c client.Client, d *appsv1.Deployment) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels))
+	return pods.Items, err
 }
 
 func deploy(ctx context.Context, t *testing.T, cfg *envconf.Config, p string, extra ...string) []*unstructured.Unstructured {

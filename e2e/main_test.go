@@ -22,7 +22,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/env"
@@ -310,9 +309,8 @@ func runPattern(ctx context.Context, t testing.TB, cfg *envconf.Config, pattern 
 				return
 			}
 			err := pollUntil(pattern+"'s Pods gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-				pods := &corev1.PodList{}
-				err := c.List(ctx, pods, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels))
-				return err == nil && len(pods.Items) == 0, err
+				pods, err := podsOf(ctx, c, d)
+				return err == nil && len(pods) == 0, err
 			})
 			if err != nil {
 				t.Error(err)

@@ -109,7 +109,7 @@ func (c *changes) keys(ns string, ref Ref, recorded string, now valueDigests) ([
 // "configmap/a (0123456789abcdef → fedcba9876543210; keys x+y)". sources are the sources refs
 // name, by Ref.Key.
 func (c *changes) explain(ns string, refs []Ref, sources map[string]client.Object, before string, changed []string) []string {
-	out := slices.Clone(changed)
+	out, recorded := slices.Clone(changed), parseSeen(before)
 	for i, s := range out {
 		entry, digests, _ := strings.Cut(s, " (")
 		at := slices.IndexFunc(refs, func(r Ref) bool { return r.Entry() == entry })
@@ -121,7 +121,7 @@ func (c *changes) explain(ns string, refs []Ref, sources map[string]client.Objec
 			continue
 		}
 		values, _ := src.source()
-		if keys, ok := c.keys(ns, refs[at], parseSeen(before)[entry], values); ok {
+		if keys, ok := c.keys(ns, refs[at], recorded[entry], values); ok {
 			out[i] = entry + " (" + strings.TrimSuffix(digests, ")") + "; keys " + strings.Join(keys, "+") + ")"
 		}
 	}
