@@ -29,11 +29,18 @@ import (
 type Server struct {
 	srv  *http.Server
 	done chan error
+	addr string // the first address it serves, its port chosen if addrs gave 0
 }
+
+// Addr is the first address the registry serves (host:port).
+func (s *Server) Addr() string { return s.addr }
 
 // Start serves the registry on each of addrs (host:port; 127.0.0.1 and, for kind, its network's
 // gateway) with blobs under dir.
 func Start(dir string, addrs ...string) (*Server, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("registry: no address to serve")
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -51,6 +58,7 @@ func Start(dir string, addrs ...string) (*Server, error) {
 		}
 		listeners = append(listeners, l)
 	}
+	s.addr = listeners[0].Addr().String()
 	for _, l := range listeners {
 		go func() { s.done <- s.srv.Serve(l) }()
 	}

@@ -8,6 +8,8 @@
 //	cluster load-image [--dir .cluster] FILE... import image archives into the real node's containerd
 //	                                            (into the kind cluster's nodes where no local cluster runs)
 //	cluster binaries [--node real]              build the binaries into the cache (once per version)
+//	cluster kwok                                build kwok alone into the cache: kind's clusters get its
+//	                                            fake node (localcluster.AddFakeNode)
 //	cluster docker-up                           a Docker engine for kind: yours, or Debian's started for
 //	                                            this project (package dockerd); prints its DOCKER_HOST
 //	cluster docker-down                         stop the project's engine; the host as before docker-up
@@ -51,7 +53,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: cluster up|down|load-image|binaries|docker-up|docker-down|kind-up|kind-down|image-docker|kind-env|registry-up|registry-down|envtest [--dir DIR] [--node real]"))
+		fail(errors.New("usage: cluster up|down|load-image|binaries|kwok|docker-up|docker-down|kind-up|kind-down|image-docker|kind-env|registry-up|registry-down|envtest [--dir DIR] [--node real]"))
 	}
 	fs := flag.NewFlagSet("cluster "+os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", ".cluster", "state directory: kubeconfig, logs/, pki/, etcd/, node/")
@@ -80,6 +82,11 @@ func main() {
 		}
 	case "binaries":
 		err = binaries(opts)
+	case "kwok":
+		var dir string
+		if dir, err = controlplane.EnsureSet(context.Background(), controlplane.Kwok); err == nil {
+			fmt.Println("kwok:", dir)
+		}
 	case "docker-up":
 		var host string
 		if host, err = dockerd.Up(context.Background(), "."); err == nil && host == "" {
@@ -110,7 +117,7 @@ func main() {
 			fmt.Println(dir)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, docker-up, docker-down, kind-up, kind-down, image-docker, kind-env, registry-up, registry-down or envtest)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want up, down, load-image, binaries, kwok, docker-up, docker-down, kind-up, kind-down, image-docker, kind-env, registry-up, registry-down or envtest)", os.Args[1])
 	}
 	if err != nil {
 		fail(err)
