@@ -32,20 +32,25 @@ func onKind(dir string) bool {
 // prepareKind gives the kind cluster what the demo's workloads need: kwok's fake node beside
 // kind's (its process left running, as the patterns' are, until kind:down), and the address on
 // kind's Docker network at which kube-apiserver, inside the node, calls the webhooks the demo
-// serves from this machine.
+// serves from this machine. The fake node joins in the background (on a new machine kwok may
+// still be compiling): fakeNode says when it has.
 func (d *demo) prepareKind() error {
 	if err := os.MkdirAll(filepath.Join(d.dir, "logs"), 0o755); err != nil {
 		return err
 	}
+	joined := make(chan error, 1)
+	d.fakeNode = func() error { err := <-joined; joined <- err; return err }
 	if pid := d.pid("kwok"); pid == 0 || syscall.Kill(pid, 0) != nil {
-		step("kind: kwok's fake node joins the cluster for the demo's workloads (tainted: only Pods in namespaces annotated for it go there)")
-		kwok, err := localcluster.AddFakeNode(d.ctx, d.kubeconfig, filepath.Join(d.dir, "kwok"))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(d.dir, "kwok.pid"), []byte(strconv.Itoa(kwok.KwokPID())), 0o644); err != nil {
-			return err
-		}
+		step("kind: kwok's fake node joins the cluster for the demo's workloads, in the background (tainted: only Pods in namespaces annotated for it go there)")
+		go func() {
+			kwok, err := localcluster.AddFakeNode(d.ctx, d.kubeconfig, filepath.Join(d.dir, "kwok"))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(d.dir, "kwok.pid"), []byte(strconv.Itoa(kwok.KwokPID())), 0o644)
+			}
+			joined <- err
+		}()
+	} else {
+		joined <- nil
 	}
 	host, err := dockerd.Up(d.ctx, filepath.Dir(d.dir))
 	if err != nil {

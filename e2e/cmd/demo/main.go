@@ -52,8 +52,9 @@ type demo struct {
 	kubeconfig  string
 	cfg         *rest.Config
 	c           client.Client
-	kind        bool   // the cluster is kind's (kind:up), not the local one (cluster:up)
-	webhookHost string // where kube-apiserver calls the webhooks the demo serves
+	kind        bool         // the cluster is kind's (kind:up), not the local one (cluster:up)
+	webhookHost string       // where kube-apiserver calls the webhooks the demo serves
+	fakeNode    func() error // waits until kwok's fake node has joined kind's cluster (nil: the local cluster's has)
 }
 
 func main() {
@@ -126,7 +127,12 @@ func run() error {
 			return fmt.Errorf("pattern %s has no scene in the demo", p)
 		}
 	}
-	for _, s := range scenes {
+	for i, s := range scenes {
+		if i == 1 && d.fakeNode != nil { // the mirror's scene runs no Pod: it needs no fake node yet
+			if err := d.fakeNode(); err != nil {
+				return err
+			}
+		}
 		if err := s.show(); err != nil {
 			return err
 		}

@@ -55,7 +55,7 @@ func main() {
 // pattern acted, and it ended.
 type timing struct {
 	task, ready, firstAct, total time.Duration
-	steps                  []string // the lines that report a step's own duration, as printed
+	steps                        []string // the lines that report a step's own duration, as printed
 }
 
 var (
