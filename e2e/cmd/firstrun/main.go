@@ -16,8 +16,8 @@
 // built here (kindnode.Build) is pushed to a registry served on 127.0.0.1 (package registry) and
 // removed from the Docker engine, and the demo is given that registry's copy (KPATTERNS_KIND_IMAGE):
 // kind pulls it, as it would pull kindest/node. The Docker engine itself (Debian's docker.io) is
-// installed before the cold run. local: nothing downloadable holds kube-controller-manager,
-// kube-scheduler or kwok, so the local cluster builds its control plane from Go modules.
+// installed before the cold run. local: the local cluster downloads no binary; it builds its
+// control plane (and as root its real node) from Go modules.
 package main
 
 import (
@@ -93,7 +93,7 @@ func run(ctx context.Context, cluster, out string) error {
 	if err := exec.CommandContext(ctx, "git", "clone", "-q", root, repo).Run(); err != nil {
 		return fmt.Errorf("git clone: %w", err)
 	}
-	how := "the control plane built from Go modules (nothing downloadable holds kube-controller-manager, kube-scheduler or kwok)"
+	how := "everything built from Go modules, as root with the real node (the local cluster downloads no binary: setup-envtest's archives, which the integration tests download, hold etcd and kube-apiserver alone)"
 	if cluster == "kind" {
 		image, stop, err := pullable(ctx, root, filepath.Join(tmp, "registry"))
 		if err != nil {
