@@ -136,7 +136,8 @@ func sourceEvents(read client.Reader, w WorkloadKind, kind Kind, c *changes) han
 		CreateFunc: mapped.Create,
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			c.update(kind, e.ObjectOld, e.ObjectNew)
-			mapped.Update(ctx, e, q)
+			// Old and new are one source: one scan (mapped.Update would scan for each).
+			mapped.Generic(ctx, event.GenericEvent{Object: e.ObjectNew}, q)
 		},
 		DeleteFunc:  mapped.Delete,
 		GenericFunc: mapped.Generic,

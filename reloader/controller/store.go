@@ -112,11 +112,13 @@ type Workload[K any] struct {
 	Rolled     string `json:"-"`
 }
 
-// WorkloadList is a list of Workloads.
+// WorkloadList is a list of Workloads. Its items are pointers: a list from the cache
+// (MapSourceToWorkloads, with client.UnsafeDisableDeepCopy) then holds the cached workloads
+// themselves, not a copy of each.
 type WorkloadList[K any] struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Workload[K] `json:"items"`
+	Items           []*Workload[K] `json:"items"`
 }
 
 // workloadSpec is what the reloader reads of a workload's spec: its Pod template (a CronJob's in
@@ -209,9 +211,11 @@ func (l *WorkloadList[K]) DeepCopyObject() runtime.Object {
 	out := &WorkloadList[K]{TypeMeta: l.TypeMeta}
 	l.DeepCopyInto(&out.ListMeta)
 	if l.Items != nil {
-		out.Items = make([]Workload[K], len(l.Items))
-		for i := range l.Items {
-			out.Items[i] = *l.Items[i].DeepCopyObject().(*Workload[K])
+		out.Items = make([]*Workload[K], len(l.Items))
+		for i, w := range l.Items {
+			if w != nil {
+				out.Items[i] = w.DeepCopyObject().(*Workload[K])
+			}
 		}
 	}
 	return out
