@@ -307,18 +307,24 @@ func (c *Cluster) KwokPID() int {
 	return 0
 }
 
+// KwokDir returns a directory holding kwok: the control plane's cache where it is complete (kwok
+// built with the rest), else kwok's own, built alone if it is not cached yet.
+func KwokDir(ctx context.Context) (string, error) {
+	if dir, ok := controlplane.Cached(controlplane.ControlPlane); ok {
+		return dir, nil
+	}
+	return controlplane.EnsureSet(ctx, controlplane.Kwok)
+}
+
 // AddFakeNode runs kwok's fake node (tainted) beside the nodes of another cluster (kind's), as the
 // local cluster runs it, and labels those nodes as the local cluster's real node: so workloads in
 // namespaces OnFakeNode annotates go to the fake node there too, and the patterns' own Pods to the
 // nodes that run containers. kwok comes from the control plane's cache, or is built alone. Stop
 // the returned Cluster to stop kwok (the nodes stay as they are: the cluster goes with them).
 func AddFakeNode(ctx context.Context, kubeconfig, dir string) (*Cluster, error) {
-	assets, ok := controlplane.Cached(controlplane.ControlPlane) // kwok built with the rest, or alone
-	if !ok {
-		var err error
-		if assets, err = controlplane.EnsureSet(ctx, controlplane.Kwok); err != nil {
-			return nil, err
-		}
+	assets, err := KwokDir(ctx)
+	if err != nil {
+		return nil, err
 	}
 	c := &Cluster{Dir: dir, Kubeconfig: kubeconfig}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {

@@ -8,8 +8,8 @@
 //	cluster load-image [--dir .cluster] FILE... import image archives into the real node's containerd
 //	                                            (into the kind cluster's nodes where no local cluster runs)
 //	cluster binaries [--node real]              build the binaries into the cache (once per version)
-//	cluster kwok                                build kwok alone into the cache: kind's clusters get its
-//	                                            fake node (localcluster.AddFakeNode)
+//	cluster kwok                                kwok in the cache (the control plane's, or built alone):
+//	                                            kind's clusters get its fake node (localcluster.AddFakeNode)
 //	cluster docker-up                           a Docker engine for kind: yours, or Debian's started for
 //	                                            this project (package dockerd); prints its DOCKER_HOST
 //	cluster docker-down                         stop the project's engine; the host as before docker-up
@@ -84,7 +84,7 @@ func main() {
 		err = binaries(opts)
 	case "kwok":
 		var dir string
-		if dir, err = controlplane.EnsureSet(context.Background(), controlplane.Kwok); err == nil {
+		if dir, err = localcluster.KwokDir(context.Background()); err == nil {
 			fmt.Println("kwok:", dir)
 		}
 	case "docker-up":
