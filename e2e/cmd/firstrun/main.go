@@ -94,6 +94,9 @@ func run(ctx context.Context, cluster, out string) error {
 		return fmt.Errorf("git clone: %w", err)
 	}
 	how := "everything built from Go modules, as root with the real node (the local cluster downloads no binary: setup-envtest's archives, which the integration tests download, hold etcd and kube-apiserver alone)"
+	if os.Geteuid() != 0 {
+		how = strings.Replace(how, "as root with the real node", "without the real node (not root)", 1)
+	}
 	if cluster == "kind" {
 		image, stop, err := pullable(ctx, root, filepath.Join(tmp, "registry"))
 		if err != nil {
@@ -110,14 +113,20 @@ func run(ctx context.Context, cluster, out string) error {
 	var runs [2]timing
 	for i, label := range []string{"cold", "warm"} {
 		fmt.Fprintf(os.Stderr, "firstrun: the %s demo on %s\n", label, cluster)
-		t, err := demo(ctx, repo, env, filepath.Join(tmp, label+".log"))
+		log, err := os.CreateTemp("", "kpatterns-firstrun-"+label+"-*.log") // kept: it outlives tmp
+		if err != nil {
+			return err
+		}
+		t, err := demo(ctx, repo, env, log)
+		downErr := task(ctx, repo, env, down) // after a failed demo too: nothing left running
 		if err != nil {
 			return fmt.Errorf("the %s demo: %w", label, err)
 		}
-		runs[i] = t
-		if err := task(ctx, repo, env, down); err != nil {
-			return err
+		if downErr != nil {
+			return downErr
 		}
+		_ = os.Remove(log.Name())
+		runs[i] = t
 	}
 	section := page(cluster, how, strings.TrimSpace(string(rev)), runs)
 	return writeSection(out, cluster, section)
@@ -171,14 +180,11 @@ func pullable(ctx context.Context, root, dir string) (image string, stop func(),
 	return image, func() { _ = srv.Close() }, nil
 }
 
-// demo runs `go tool task demo` in repo, each line of its output copied to log and stderr, and
-// times it.
-func demo(ctx context.Context, repo string, env []string, log string) (timing, error) {
-	f, err := os.Create(log)
-	if err != nil {
-		return timing{}, err
-	}
+// demo runs `go tool task demo` in repo, each line of its output copied to f (then closed) and
+// stderr, and times it.
+func demo(ctx context.Context, repo string, env []string, f *os.File) (timing, error) {
 	defer func() { _ = f.Close() }()
+	log := f.Name()
 	cmd := exec.CommandContext(ctx, "go", "tool", "task", "demo")
 	cmd.Dir, cmd.Env = repo, env
 	r, w := io.Pipe()
