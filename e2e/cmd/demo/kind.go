@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
@@ -39,7 +40,7 @@ func (d *demo) prepareKind() error {
 		return err
 	}
 	joined := make(chan error, 1)
-	d.fakeNode = func() error { err := <-joined; joined <- err; return err }
+	d.fakeNode = sync.OnceValue(func() error { return <-joined })
 	if pid := d.pid("kwok"); pid == 0 || syscall.Kill(pid, 0) != nil {
 		step("kind: kwok's fake node joins the cluster for the demo's workloads, in the background (tainted: only Pods in namespaces annotated for it go there)")
 		go func() {
