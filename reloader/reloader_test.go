@@ -719,9 +719,10 @@ func TestPauseRollsOnceWhenItEnds(t *testing.T) {
 	source(t, ns, controller.ConfigMap, "cfg", map[string]string{"k": "v"})
 	app := workload(t, s, ns, "app", true, forms["envfrom"](controller.ConfigMap, "cfg"))
 	t.Run("paused, two changes", func(t *testing.T) {
-		start(t, controller.Options{}, ns)
+		_, c := start(t, controller.Options{}, ns)
 		app = baselined(t, s, app)
 		annotate(t, app, controller.PausedAnnotation, "true")
+		testenv.WaitCached(t, c, cached(t, app)) // else the change may meet the unpaused workload
 		setData(t, ns, controller.ConfigMap, "cfg", "k", "v2")
 		setData(t, ns, controller.ConfigMap, "cfg", "k", "v3")
 	}) // the reloader stops here
