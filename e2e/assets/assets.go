@@ -17,6 +17,7 @@ package assets
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -89,6 +90,33 @@ func Download(ctx context.Context, index, binDir string) (string, error) {
 		return "", fmt.Errorf("setup-envtest named %q, which holds no etcd and kube-apiserver", dir)
 	}
 	return dir, nil
+}
+
+// EnvtestInto downloads etcd and kube-apiserver as Resolve does (from IndexEnv's index, into the
+// cache setup-envtest keeps for integration tests) and copies them into dir. It does not build.
+func EnvtestInto(ctx context.Context, dir string) error {
+	index := os.Getenv(IndexEnv)
+	if index == "none" {
+		return errors.New(IndexEnv + "=none")
+	}
+	binDir, err := controlplane.CacheDir("envtest")
+	if err != nil {
+		return err
+	}
+	src, err := Download(ctx, index, binDir)
+	if err != nil {
+		return err
+	}
+	for _, b := range controlplane.EnvtestBinaries {
+		data, err := os.ReadFile(filepath.Join(src, b))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, b), data, 0o755)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func holds(dir string) bool {

@@ -49,7 +49,7 @@ const layout = "4"
 // building it if this version is not there yet. root is the repository root.
 func Build(ctx context.Context, root string, env []string) (string, error) {
 	bins := map[string]string{}
-	for _, s := range []controlplane.Set{controlplane.ControlPlane, localcluster.NodeSet, KubeSet, ExtrasSet} {
+	for _, s := range []controlplane.Set{localcluster.ControlPlane, localcluster.NodeSet, KubeSet, ExtrasSet} {
 		dir, err := controlplane.EnsureSet(ctx, s)
 		if err != nil {
 			return "", err

@@ -120,7 +120,7 @@ func Start(ctx context.Context, dir string, o Options) (_ *Cluster, err error) {
 	if err := KeepServiceRangeLocal(); err != nil {
 		return nil, err
 	}
-	assets, err := controlplane.Ensure(ctx)
+	assets, err := controlplane.EnsureOf(ctx, ControlPlane)
 	if err != nil {
 		return nil, err
 	}
@@ -310,10 +310,10 @@ func (c *Cluster) KwokPID() int {
 // KwokDir returns a directory holding kwok: the control plane's cache where it is complete (kwok
 // built with the rest), else kwok's own, built alone if it is not cached yet.
 func KwokDir(ctx context.Context) (string, error) {
-	if dir, ok := controlplane.Cached(controlplane.ControlPlane); ok {
+	if dir, ok := controlplane.Cached(ControlPlane); ok {
 		return dir, nil
 	}
-	return controlplane.EnsureSet(ctx, controlplane.Kwok)
+	return controlplane.EnsureSet(ctx, Kwok)
 }
 
 // AddFakeNode runs kwok's fake node (tainted) beside the nodes of another cluster (kind's), as the

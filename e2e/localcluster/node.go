@@ -56,14 +56,18 @@ const (
 	SandboxImage = "kpatterns/pause:dev"
 )
 
-// NodeSet is what the real node runs, built once per version of tools/node (containerd, runc,
-// CNI plugins) and tools/controlplane (kubelet, kube-proxy). runc is built with cgo for seccomp
-// (libseccomp-dev from apt-get when missing).
+var nodeBinaries = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc",
+	"bridge", "host-local", "loopback", "portmap"}
+
+// NodeSet is what the real node runs, once per version of tools/node (containerd, runc, CNI
+// plugins) and tools/controlplane (kubelet, kube-proxy): downloaded from their releases
+// (Releases) where it can be, else built, runc with cgo for seccomp (libseccomp-dev from apt-get
+// when missing).
 var NodeSet = controlplane.Set{
-	Name:    "node-k8s-v1.37.2",
-	Modules: []string{"tools/node", "tools/controlplane"},
-	Binaries: []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc",
-		"bridge", "host-local", "loopback", "portmap"},
+	Name:     "node-k8s-v1.37.2",
+	Modules:  []string{"tools/node", "tools/controlplane"},
+	Binaries: nodeBinaries,
+	Download: func(ctx context.Context, b *controlplane.Builder) error { return fetchReleases(ctx, b, nodeBinaries) },
 	Build: func(ctx context.Context, b *controlplane.Builder) error {
 		if err := controlplane.EnsurePackage("libseccomp-dev", "/usr/include/seccomp.h"); err != nil {
 			return err

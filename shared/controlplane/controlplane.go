@@ -47,6 +47,9 @@ type Set struct {
 	Sources  []string // Go files of the build modules its binaries are built from, if any
 	// Build builds Binaries into b.Out, one b.Go step at a time.
 	Build func(ctx context.Context, b *Builder) error
+	// Download, if set, is tried before Build: it fetches the same versions' released binaries
+	// into b.Out. Where it fails or leaves a binary out, one line says why and Build runs.
+	Download func(ctx context.Context, b *Builder) error
 }
 
 // ControlPlane is etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, built from
@@ -111,13 +114,18 @@ func setDir(s Set) (root, dir string, err error) {
 // when it names a directory that holds every needed binary, is used as it is (for a pattern copied
 // out of this repository: integration tests need only EnvtestBinaries).
 func Ensure(ctx context.Context, need ...string) (string, error) {
+	return EnsureOf(ctx, ControlPlane, need...)
+}
+
+// EnsureOf is Ensure with s, a variant of ControlPlane (one that downloads), in its place.
+func EnsureOf(ctx context.Context, s Set, need ...string) (string, error) {
 	if len(need) == 0 {
-		need = Binaries
+		need = s.Binaries
 	}
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && holds(dir, need) {
 		return dir, nil
 	}
-	return EnsureSet(ctx, ControlPlane)
+	return EnsureSet(ctx, s)
 }
 
 // EnsureSet returns the cache directory of s's version, building s into it first if it is not
@@ -151,18 +159,47 @@ func EnsureSet(ctx context.Context, s Set) (string, error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", err
 	}
-	_, _ = fmt.Fprintf(Progress, "controlplane: building %s once for this version\n", strings.Join(s.Binaries, ", "))
-	if err := s.Build(ctx, &Builder{Root: root, Out: tmp, start: time.Now()}); err != nil {
+	names := strings.Join(s.Binaries, ", ")
+	b := &Builder{Root: root, Out: tmp, start: time.Now()}
+	if s.Download != nil {
+		err := s.Download(ctx, b)
+		if err == nil && !holds(tmp, s.Binaries) {
+			err = errors.New("not every binary was downloaded")
+		}
+		if err == nil {
+			_, _ = fmt.Fprintf(Progress, "controlplane: %s downloaded in %s\n", names, since(b.start))
+			return dir, publish(tmp, dir)
+		}
+		_, _ = fmt.Fprintf(Progress, "controlplane: %s not downloaded (%v); building from Go modules instead\n", names, err)
+		if err := emptyDir(tmp); err != nil {
+			return "", err
+		}
+	}
+	_, _ = fmt.Fprintf(Progress, "controlplane: building %s once for this version\n", names)
+	if err := s.Build(ctx, b); err != nil {
 		return "", err
 	}
 	if !holds(tmp, s.Binaries) {
-		return "", fmt.Errorf("building %s: not every binary was built", strings.Join(s.Binaries, ", "))
+		return "", fmt.Errorf("building %s: not every binary was built", names)
 	}
+	return dir, publish(tmp, dir)
+}
+
+// publish makes the complete directory tmp the cache directory dir.
+func publish(tmp, dir string) error {
 	_ = os.RemoveAll(dir) // a partial directory left by an older layout
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", err
+	return os.Rename(tmp, dir)
+}
+
+// emptyDir removes what dir holds, keeping dir.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	for _, e := range entries {
+		if err == nil {
+			err = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
 	}
-	return dir, nil
+	return err
 }
 
 func holds(dir string, binaries []string) bool {

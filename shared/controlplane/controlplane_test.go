@@ -150,3 +150,52 @@ func TestKubernetesVersionIsPinned(t *testing.T) {
 		t.Errorf("tools/controlplane/go.mod does not require %q", strings.TrimSpace(want))
 	}
 }
+
+// A set that can be downloaded is downloaded and not built; a download that fails, or leaves a
+// binary out, is said in one line and the set is built instead, with nothing of the download
+// left beside what the build made.
+func TestDownloadThenBuild(t *testing.T) {
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	var out bytes.Buffer
+	orig := Progress
+	t.Cleanup(func() { Progress = orig })
+	Progress = &out
+	built := func(_ context.Context, b *Builder) error { fakeBinaries(t, b.Out); return nil }
+	for _, tc := range []struct {
+		name     string
+		download func(context.Context, *Builder) error
+		want     string // the line
+		building bool
+	}{
+		{"downloaded", func(_ context.Context, b *Builder) error { fakeBinaries(t, b.Out); return nil }, "downloaded in", false},
+		{"failed", func(_ context.Context, b *Builder) error {
+			_ = os.WriteFile(b.Path("leftover"), nil, 0o644)
+			return os.ErrDeadlineExceeded
+		}, "not downloaded (i/o timeout); building from Go modules instead", true},
+		{"partial", func(_ context.Context, b *Builder) error {
+			return os.WriteFile(b.Path("etcd"), nil, 0o755)
+		}, "not downloaded (not every binary was downloaded); building", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KPATTERNS_CACHE", t.TempDir())
+			out.Reset()
+			var builds int
+			s := ControlPlane
+			s.Download = tc.download
+			s.Build = func(ctx context.Context, b *Builder) error { builds++; return built(ctx, b) }
+			dir, err := EnsureSet(context.Background(), s)
+			if err != nil || !holds(dir, Binaries) {
+				t.Fatalf("EnsureSet: %s, %v", dir, err)
+			}
+			if (builds == 1) != tc.building {
+				t.Errorf("%d builds, want building %v", builds, tc.building)
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Errorf("progress %q does not say %q", out.String(), tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "leftover")); err == nil {
+				t.Error("the failed download's file was left in the built directory")
+			}
+		})
+	}
+}

@@ -143,7 +143,7 @@ func running(dir string) (int, bool) {
 }
 
 func binaries(opts localcluster.Options) error {
-	dir, err := controlplane.Ensure(context.Background())
+	dir, err := controlplane.EnsureOf(context.Background(), localcluster.ControlPlane)
 	if err != nil {
 		return err
 	}

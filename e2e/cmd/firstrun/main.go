@@ -16,8 +16,13 @@
 // built here (kindnode.Build) is pushed to a registry served on 127.0.0.1 (package registry) and
 // removed from the Docker engine, and the demo is given that registry's copy (KPATTERNS_KIND_IMAGE):
 // kind pulls it, as it would pull kindest/node. The Docker engine itself (Debian's docker.io) is
-// installed before the cold run. local: the local cluster downloads no binary; it builds its
-// control plane (and as root its real node) from Go modules.
+// installed before the cold run.
+//
+// Both: a user's machine downloads the binaries the local cluster runs, and kwok, where this one
+// reaches no download site. The binaries built here are served on 127.0.0.1 in their place —
+// setup-envtest's index of etcd and kube-apiserver, and the release files of the rest at
+// dl.k8s.io's and GitHub's paths (localcluster.Releases) — and the demo is pointed at them
+// (KPATTERNS_ENVTEST_INDEX, KPATTERNS_RELEASES).
 package main
 
 import (
@@ -35,8 +40,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kpatterns/kpatterns/e2e/assets"
 	"github.com/kpatterns/kpatterns/e2e/dockerd"
 	"github.com/kpatterns/kpatterns/e2e/kindnode"
+	"github.com/kpatterns/kpatterns/e2e/localcluster"
 	"github.com/kpatterns/kpatterns/e2e/registry"
 	"github.com/kpatterns/kpatterns/shared/controlplane"
 )
@@ -60,7 +67,7 @@ type timing struct {
 
 var (
 	readyLine = regexp.MustCompile(`^(local|kind) cluster .*ready in`)
-	stepLine  = regexp.MustCompile(` done in | ready in `)
+	stepLine  = regexp.MustCompile(` done in | ready in | downloaded in |not downloaded`)
 )
 
 const firstAct = "The mirror created" // the demo's first step that shows a pattern's work
@@ -93,7 +100,13 @@ func run(ctx context.Context, cluster, out string) error {
 	if err := exec.CommandContext(ctx, "git", "clone", "-q", root, repo).Run(); err != nil {
 		return fmt.Errorf("git clone: %w", err)
 	}
-	how := "everything built from Go modules, as root with the real node (the local cluster downloads no binary: setup-envtest's archives, which the integration tests download, hold etcd and kube-apiserver alone)"
+	served, stopServing, err := downloadable(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopServing()
+	env = append(env, served...)
+	how := "the binaries downloaded from servers on 127.0.0.1 standing in for setup-envtest's index, dl.k8s.io and GitHub's releases, as root with the real node"
 	if os.Geteuid() != 0 {
 		how = strings.Replace(how, "as root with the real node", "without the real node (not root)", 1)
 	}
@@ -104,7 +117,7 @@ func run(ctx context.Context, cluster, out string) error {
 		}
 		defer stop()
 		env = append(env, kindnode.ImageEnv+"="+image)
-		how = "the node image pulled from a registry on 127.0.0.1 standing in for kindest/node (" + image + "); Debian's docker.io installed"
+		how = "the node image pulled from a registry on 127.0.0.1 standing in for kindest/node (" + image + "), kwok downloaded from a server on 127.0.0.1 standing in for GitHub's releases; Debian's docker.io installed"
 	}
 	down := "cluster:down"
 	if cluster == "kind" {
@@ -144,6 +157,61 @@ func withoutProject(env []string) []string {
 		keep = append(keep, kv)
 	}
 	return keep
+}
+
+// downloadable serves what the demo downloads on a user's machine, made from the binaries built
+// here (built first where they are not cached; the node's only as root, when the demo runs it):
+// setup-envtest's index, and the release files whose binaries are at hand. It returns the
+// environment that points the demo at them, and stop.
+func downloadable(ctx context.Context) (env []string, stop func(), err error) {
+	cp, err := controlplane.EnsureSet(ctx, localcluster.ControlPlane)
+	if err != nil {
+		return nil, nil, err
+	}
+	dirs := []string{cp}
+	if os.Geteuid() == 0 {
+		node, err := controlplane.EnsureSet(ctx, localcluster.NodeSet)
+		if err != nil {
+			return nil, nil, err
+		}
+		dirs = append(dirs, node)
+	}
+	all, err := localcluster.Releases(".")
+	if err != nil {
+		return nil, nil, err
+	}
+	var have []assets.Asset
+	for _, a := range all {
+		if allIn(dirs, a.Binaries) {
+			have = append(have, a)
+		}
+	}
+	index, err := assets.ServeIndex(cp)
+	if err != nil {
+		return nil, nil, err
+	}
+	rel, err := assets.ServeReleases(dirs, have...)
+	if err != nil {
+		_ = index.Close()
+		return nil, nil, err
+	}
+	return []string{assets.IndexEnv + "=" + index.URL, assets.ReleasesEnv + "=" + rel.URL},
+		func() { _ = index.Close(); _ = rel.Close() }, nil
+}
+
+func allIn(dirs []string, binaries map[string]string) bool {
+	for name := range binaries {
+		found := false
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // pullable serves the node image built here from a registry on 127.0.0.1 and removes it from the
