@@ -4,7 +4,7 @@
 // Command firstrun measures what `go tool task demo` costs a new user, and writes it to
 // docs/first-run.md (one section per cluster, the other's kept):
 //
-//	go run ./e2e/cmd/firstrun -cluster kind|local
+//	go run ./e2e/cmd/firstrun -cluster kind|local [-downloads=false]
 //
 // It clones this repository's HEAD and runs the demo there twice: first cold — Go's module and
 // build caches and the project's cache (KPATTERNS_CACHE) empty, so every module is downloaded and
@@ -22,7 +22,8 @@
 // reaches no download site. The binaries built here are served on 127.0.0.1 in their place —
 // setup-envtest's index of etcd and kube-apiserver, and the release files of the rest at
 // dl.k8s.io's and GitHub's paths (localcluster.Releases) — and the demo is pointed at them
-// (KPATTERNS_ENVTEST_INDEX, KPATTERNS_RELEASES).
+// (KPATTERNS_ENVTEST_INDEX, KPATTERNS_RELEASES). With -downloads=false both are none instead: the
+// cost where nothing can be downloaded, every binary built from Go modules (its own section).
 package main
 
 import (
@@ -51,8 +52,9 @@ import (
 func main() {
 	cluster := flag.String("cluster", "kind", "kind or local")
 	out := flag.String("out", "docs/first-run.md", "the page to write")
+	downloads := flag.Bool("downloads", true, "serve the downloads on 127.0.0.1; false: none, everything built")
 	flag.Parse()
-	if err := run(context.Background(), *cluster, *out); err != nil {
+	if err := run(context.Background(), *cluster, *out, *downloads); err != nil {
 		fmt.Fprintln(os.Stderr, "firstrun:", err)
 		os.Exit(1)
 	}
@@ -72,7 +74,7 @@ var (
 
 const firstAct = "The mirror created" // the demo's first step that shows a pattern's work
 
-func run(ctx context.Context, cluster, out string) error {
+func run(ctx context.Context, cluster, out string, downloads bool) error {
 	if cluster != "kind" && cluster != "local" {
 		return errors.New("-cluster: want kind or local")
 	}
@@ -100,13 +102,19 @@ func run(ctx context.Context, cluster, out string) error {
 	if err := exec.CommandContext(ctx, "git", "clone", "-q", root, repo).Run(); err != nil {
 		return fmt.Errorf("git clone: %w", err)
 	}
-	served, stopServing, err := downloadable(ctx)
-	if err != nil {
-		return err
+	name, how := cluster, "the binaries downloaded from servers on 127.0.0.1 standing in for setup-envtest's index, dl.k8s.io and GitHub's releases, as root with the real node"
+	if downloads {
+		served, stopServing, err := downloadable(ctx)
+		if err != nil {
+			return err
+		}
+		defer stopServing()
+		env = append(env, served...)
+	} else {
+		env = append(env, assets.IndexEnv+"=none", assets.ReleasesEnv+"=none")
+		name += " -downloads=false"
+		how = "nothing downloaded (" + assets.IndexEnv + " and " + assets.ReleasesEnv + " none): every binary built from Go modules, as root with the real node"
 	}
-	defer stopServing()
-	env = append(env, served...)
-	how := "the binaries downloaded from servers on 127.0.0.1 standing in for setup-envtest's index, dl.k8s.io and GitHub's releases, as root with the real node"
 	if os.Geteuid() != 0 {
 		how = strings.Replace(how, "as root with the real node", "without the real node (not root)", 1)
 	}
@@ -141,8 +149,8 @@ func run(ctx context.Context, cluster, out string) error {
 		_ = os.Remove(log.Name())
 		runs[i] = t
 	}
-	section := page(cluster, how, strings.TrimSpace(string(rev)), runs)
-	return writeSection(out, cluster, section)
+	section := page(name, how, strings.TrimSpace(string(rev)), runs)
+	return writeSection(out, name, section)
 }
 
 // withoutProject is env without what would make the run less than new: a user's
@@ -342,7 +350,7 @@ func writeSection(path, cluster, section string) error {
 		}
 	}
 	b := header
-	for _, name := range []string{"kind", "local"} {
+	for _, name := range []string{"kind", "local", "local -downloads=false"} {
 		if s, ok := sections[name]; ok {
 			b += s + "\n"
 		}
