@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -224,9 +225,27 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := mgr.Add(freeAfterSync{c}); err != nil {
+		return err
+	}
 	ch := newChanges()
 	return controllers(mgr, c, func(w WorkloadKind) []source.Source { return watches(c, w, ch) }, ch, o)
 }
+
+// freeAfterSync returns the start's garbage to the OS once, when the cache has synced: the first
+// lists, decoded and reduced to the store, leave pages the Go runtime would give back only
+// gradually, so the process would sit near its start's peak for a while instead of the store's size.
+type freeAfterSync struct{ c cache.Cache }
+
+func (f freeAfterSync) Start(ctx context.Context) error {
+	if f.c.WaitForCacheSync(ctx) {
+		debug.FreeOSMemory()
+	}
+	return nil
+}
+
+// NeedLeaderElection is false: a standby's cache syncs too (warm-up).
+func (freeAfterSync) NeedLeaderElection() bool { return false }
 
 // uncompressed is configure with an HTTP client of its own (one for all the reloader's caches)
 // that does not ask for gzip: Go's transport decompresses a gzip response through a 32 KB window
