@@ -61,36 +61,28 @@ func FetchReleases(ctx context.Context, dir string, assets ...Asset) error {
 }
 
 func fetch(ctx context.Context, dir string, a Asset) error {
-	u, err := mirrored(a.URL)
-	if err != nil {
-		return err
-	}
-	body, err := get(ctx, u)
+	body, err := get(ctx, a.URL)
 	if err != nil {
 		return err
 	}
 	if a.Sum != "" {
-		su, err := mirrored(a.Sum)
-		if err != nil {
-			return err
-		}
-		sums, err := get(ctx, su)
+		sums, err := get(ctx, a.Sum)
 		if err != nil {
 			return err
 		}
 		want, err := digestFor(sums, path.Base(a.URL))
 		if err != nil {
-			return fmt.Errorf("%s: %w", su, err)
+			return fmt.Errorf("%s: %w", a.Sum, err)
 		}
 		if got := sha256.Sum256(body); hex.EncodeToString(got[:]) != want {
-			return fmt.Errorf("%s: checksum mismatch: SHA-256 %x, published %s", u, got, want)
+			return fmt.Errorf("%s: checksum mismatch: SHA-256 %x, published %s", a.URL, got, want)
 		}
 	}
 	for name, member := range a.Binaries {
 		b := body
 		if member != "" {
 			if b, err = untar(body, member); err != nil {
-				return fmt.Errorf("%s: %w", u, err)
+				return fmt.Errorf("%s: %w", a.URL, err)
 			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
@@ -117,7 +109,12 @@ func mirrored(u string) (string, error) {
 	return "", fmt.Errorf("%s is not on a host %s mirrors", u, ReleasesEnv)
 }
 
+// get reads u, or its copy on ReleasesEnv's mirror.
 func get(ctx context.Context, u string) ([]byte, error) {
+	u, err := mirrored(u)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
