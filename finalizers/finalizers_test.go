@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,12 +214,16 @@ func gone(t *testing.T, obj client.Object) {
 // A share of calls can be made to fail before reaching the server.
 type counting struct {
 	provider.Provider
-	ns       string
-	mu       sync.Mutex
-	calls    []string
-	bad      []string
-	writes   atomic.Int64
-	share    atomic.Uint64 // math.Float64bits of the share of calls that fail
+	ns     string
+	mu     sync.Mutex
+	calls  []string
+	bad    []string
+	writes atomic.Int64
+	// tenths of every ten calls fail, the first ones in sequence: in a pattern, not at random (a
+	// random run of failures would back an object off past any wait: the controller's backoff
+	// doubles with each failure).
+	tenths   atomic.Int64
+	seq      atomic.Int64
 	failures atomic.Int64
 }
 
@@ -230,7 +233,7 @@ func newCounting(t *testing.T, ns string) *counting {
 	return &counting{Provider: newProvider(t), ns: ns}
 }
 
-func (c *counting) fail(share float64) { c.share.Store(math.Float64bits(share)) }
+func (c *counting) fail(share float64) { c.tenths.Store(int64(math.Round(share * 10))) }
 
 func (c *counting) call(op string, w provider.Want, write bool) error {
 	if write {
@@ -252,7 +255,7 @@ func (c *counting) call(op string, w provider.Want, write bool) error {
 	c.mu.Lock()
 	c.calls = append(c.calls, op)
 	c.mu.Unlock()
-	if share := math.Float64frombits(c.share.Load()); share > 0 && rand.Float64() < share {
+	if c.seq.Add(1)%10 < c.tenths.Load() {
 		c.failures.Add(1)
 		return errInjected
 	}
