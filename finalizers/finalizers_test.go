@@ -225,6 +225,9 @@ type counting struct {
 	tenths   atomic.Int64
 	seq      atomic.Int64
 	failures atomic.Int64
+	// failOp's next failLeft calls fail.
+	failOp   atomic.Value // string
+	failLeft atomic.Int64
 }
 
 var errInjected = errors.New("injected failure")
@@ -234,6 +237,9 @@ func newCounting(t *testing.T, ns string) *counting {
 }
 
 func (c *counting) fail(share float64) { c.tenths.Store(int64(math.Round(share * 10))) }
+
+// failNext makes the next n calls of op fail.
+func (c *counting) failNext(op string, n int64) { c.failOp.Store(op); c.failLeft.Store(n) }
 
 func (c *counting) call(op string, w provider.Want, write bool) error {
 	if write {
@@ -255,7 +261,7 @@ func (c *counting) call(op string, w provider.Want, write bool) error {
 	c.mu.Lock()
 	c.calls = append(c.calls, op)
 	c.mu.Unlock()
-	if c.seq.Add(1)%10 < c.tenths.Load() {
+	if c.seq.Add(1)%10 < c.tenths.Load() || c.failOp.Load() == op && c.failLeft.Add(-1) >= 0 {
 		c.failures.Add(1)
 		return errInjected
 	}
@@ -288,6 +294,13 @@ func (c *counting) Release(ctx context.Context, w provider.Want) error {
 		return err
 	}
 	return c.Provider.Release(ctx, w)
+}
+
+func (c *counting) Retag(ctx context.Context, w provider.Want, o provider.Observed) error {
+	if err := c.call("retag", w, true); err != nil {
+		return err
+	}
+	return c.Provider.Retag(ctx, w, o)
 }
 
 func (c *counting) SetPassword(ctx context.Context, w provider.Want) error {
@@ -393,7 +406,7 @@ func TestCacheAbsenceCallsNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	p := newCounting(t, ns)
 	mgr := env.IdleManager(t)
-	r := &controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test"), Namespace: testenv.Namespace}
+	r := reconciler(t, mgr, p)
 	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "absent"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -631,7 +644,8 @@ func TestNoWriteWhenSynced(t *testing.T) {
 	testenv.WaitCached(t, mgr.GetClient(), db)
 	writes := testenv.CountWrites(mgr.GetClient())
 	before := p.writes.Load()
-	r := &controller.Reconciler{Client: writes, APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder("test"), Namespace: testenv.Namespace}
+	r := reconciler(t, mgr, p)
+	r.Client = writes
 	for range 3 {
 		res, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(db)})
 		if err != nil || res.RequeueAfter != 10*time.Second {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,10 @@ const (
 	// CreatePendingAnnotation is set before the external create and removed once its result is
 	// recorded in the status: found set, the next reconcile observes what the create left.
 	CreatePendingAnnotation = "patterns.kpatterns.dev/external-create-pending"
+	// PasswordResetPendingAnnotation is set before a new password is written to the credentials
+	// Secret of an existing role, and removed once the role has it: found set, the next reconcile
+	// sets the Secret's password on the role.
+	PasswordResetPendingAnnotation = "patterns.kpatterns.dev/password-reset-pending"
 	// PausedAnnotation "true" stops every external call for the object, its deletion's included.
 	PausedAnnotation = "patterns.kpatterns.dev/paused"
 )
@@ -65,6 +70,7 @@ const (
 	ReasonSynced          = "Synced"
 	ReasonCreated         = "Created"        // an external create
 	ReasonCreateRecorded  = "CreateRecorded" // the result of an earlier process's create, found and recorded
+	ReasonAdopted         = "Adopted"        // what an earlier object of the same name left (a restore, a re-creation), taken over
 	ReasonUpdated         = "Updated"
 	ReasonRepaired        = "Repaired"
 	ReasonDrifted         = "Drifted"         // ObserveOnly: differs from the spec
@@ -82,12 +88,22 @@ const (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
 
 // Options are the pattern's flags of `run`.
 type Options struct {
 	// SweepInterval is how often the servers are listed for what objects that no longer exist
 	// left behind.
 	SweepInterval time.Duration
+	// SweepDryRun: the sweep reports what it would drop (log, event, metric) and drops nothing.
+	SweepDryRun bool
+	// SweepMaxDrops bounds what one sweep drops: a pass that finds more orphans drops none and
+	// reports them (a wrong cluster or server, a mass deletion); 0 is no bound.
+	SweepMaxDrops int
+	// Installation names this installation in every tag it writes; its sweep touches nothing
+	// tagged by another. Empty: the kube-system Namespace's UID and the operator namespace
+	// (InstallationID).
+	Installation string
 	// Namespace is the operator's namespace: the only one PostgresServers' Secrets are read from.
 	Namespace string
 }
@@ -95,6 +111,9 @@ type Options struct {
 // BindFlags binds the options to run's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SweepInterval, "sweep-interval", 5*time.Minute, "how often the orphan sweep lists each server")
+	fs.BoolVar(&o.SweepDryRun, "sweep-dry-run", false, "the orphan sweep reports what it would drop and drops nothing")
+	fs.IntVar(&o.SweepMaxDrops, "sweep-max-drops", 10, "a sweep that finds more orphans than this drops none of them (0: no bound)")
+	fs.StringVar(&o.Installation, "installation", "", "this installation's name in the ownership tags (default: the kube-system Namespace's UID/the operator namespace); keep it when moving to another cluster")
 }
 
 // Reconciler reconciles PostgresDatabases against a Provider.
@@ -103,9 +122,41 @@ type Reconciler struct {
 	APIReader client.Reader // live reads: Secrets, and the sweep's check that an object is gone
 	Provider  provider.Provider
 	Namespace string // the operator's: where PostgresServers' Secrets are
-	Recorder  events.EventRecorder
-	conns     sync.Map // object UID → provider.Conn last read: a deletion still reaches the server after its Secret went
-	orphans   orphans
+	// Installation is written in every tag (Options.Installation, resolved).
+	Installation  string
+	SweepDryRun   bool
+	SweepMaxDrops int
+	Recorder      events.EventRecorder
+	conns         sync.Map // object UID → serverConn last read: a deletion still reaches the server after its Secret went
+	orphans       orphans
+}
+
+// serverConn is a PostgresServer's name and the connection its Secret gave.
+type serverConn struct {
+	name string
+	conn provider.Conn
+}
+
+var installationName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
+
+// InstallationID is the installation's name o says, else "<kube-system UID>/<operator namespace>":
+// the same across reinstalls into that namespace of that cluster, another for a second
+// installation on the same server (another cluster, or another namespace of this one). Moving to
+// another cluster, pass the old value as --installation: the new cluster's objects then adopt
+// what the old one's created.
+func InstallationID(ctx context.Context, r client.Reader, o Options) (string, error) {
+	id := o.Installation
+	if id == "" {
+		ns := &corev1.Namespace{}
+		if err := r.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
+			return "", fmt.Errorf("finalizers: naming the installation from the kube-system Namespace's UID (or pass --installation): %w", err)
+		}
+		id = string(ns.UID) + "/" + o.Namespace
+	}
+	if !installationName.MatchString(id) {
+		return "", fmt.Errorf("finalizers: installation %q: want letters, digits and . _ : / -, at most 128", id)
+	}
+	return id, nil
 }
 
 // Setup registers the controller and the sweep with provider p. Reconciles follow spec changes,
@@ -114,14 +165,21 @@ func Setup(mgr ctrl.Manager, p provider.Provider, o Options) error {
 	if o.Namespace == "" {
 		return errors.New("finalizers: the operator namespace, where PostgresServers' Secrets are, is not set")
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder(Name), Namespace: o.Namespace}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inst, err := InstallationID(ctx, mgr.GetAPIReader(), o)
+	if err != nil {
+		return err
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Provider: p, Recorder: mgr.GetEventRecorder(Name), Namespace: o.Namespace,
+		Installation: inst, SweepDryRun: o.SweepDryRun, SweepMaxDrops: o.SweepMaxDrops}
 	deletionStarted := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
 	}}
 	pauseChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetAnnotations()[PausedAnnotation] != e.ObjectNew.GetAnnotations()[PausedAnnotation]
 	}}
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.PostgresDatabase{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted, pauseChanged))).
 		Watches(&v1alpha1.PostgresDatabase{}, handler.Funcs{DeleteFunc: r.deletedHoldingFinalizer}).
 		WithOptions(controller.Options{ // workers: run --max-concurrent-reconciles (4 by default)
@@ -137,7 +195,7 @@ func Setup(mgr ctrl.Manager, p provider.Provider, o Options) error {
 	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { // the leader's only
 		for {
-			if err := r.Sweep(ctx); err != nil {
+			if _, err := r.Sweep(ctx); err != nil {
 				logf.FromContext(ctx).Error(err, "orphan sweep")
 			}
 			select {
@@ -224,6 +282,11 @@ func (r *Reconciler) sync(ctx context.Context, p *status.Patcher[*v1alpha1.Postg
 	}
 	drift := provider.Drift(w, observed)
 	if policy(db) == v1alpha1.ObserveOnly {
+		if provider.Retags(w, observed) { // managed before: its tags now say deletion=Orphan, so no sweep drops them
+			if err := r.Provider.Retag(ctx, w, observed); err != nil {
+				return fail(ReasonProviderError, err)
+			}
+		}
 		switch {
 		case !observed.RoleExists && !observed.DatabaseExists:
 			r.setReady(p, db, metav1.ConditionFalse, ReasonNotFound, fmt.Sprintf("neither database %s nor role %s exists", w.Database, w.Role))
@@ -235,9 +298,9 @@ func (r *Reconciler) sync(ctx context.Context, p *status.Patcher[*v1alpha1.Postg
 		}
 		return poll, nil
 	}
-	reset, err := r.credentials(ctx, db, &w, observed)
+	reset, err := r.credentials(ctx, p, db, &w, observed)
 	if err != nil {
-		if errors.Is(err, errConflict) {
+		if c := (conflict)(""); errors.As(err, &c) {
 			r.setReady(p, db, metav1.ConditionFalse, ReasonConflict, err.Error())
 			return poll, nil
 		}
@@ -254,13 +317,18 @@ func (r *Reconciler) sync(ctx context.Context, p *status.Patcher[*v1alpha1.Postg
 	}
 	db.Status.ExternalName = w.Database
 	r.setReady(p, db, metav1.ConditionTrue, ReasonSynced, "the database and the role are as the spec says")
-	if _, pending := db.Annotations[CreatePendingAnnotation]; pending {
-		// The create's result is recorded in the status first, then the mark cleared: a crash
-		// between the two leaves a mark the next reconcile finds recorded.
+	_, pending := db.Annotations[CreatePendingAnnotation]
+	if _, resetting := db.Annotations[PasswordResetPendingAnnotation]; pending || resetting {
+		// The result is recorded in the status first, then the marks cleared: a crash between the
+		// two leaves a mark the next reconcile finds recorded (or sets the password again).
 		if err := p.Patch(ctx, db); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		if err := r.patchMeta(ctx, p, db, func() { delete(db.Annotations, CreatePendingAnnotation) }); err != nil {
+		err := r.patchMeta(ctx, p, db, func() {
+			delete(db.Annotations, CreatePendingAnnotation)
+			delete(db.Annotations, PasswordResetPendingAnnotation)
+		})
+		if err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -290,7 +358,10 @@ func (r *Reconciler) applyDrift(ctx context.Context, p *status.Patcher[*v1alpha1
 	}
 	logf.FromContext(ctx).Info("external apply", "database", w.Database, "role", w.Role, "changes", drift)
 	change := strings.Join(drift, "; ")
-	switch {
+	switch earlier := provider.Adopting(w, o); {
+	case earlier != "":
+		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonAdopted, "Adopt",
+			"database %s and role %s, left by an earlier object of this name (uid %s), adopted: %s", w.Database, w.Role, earlier, change)
 	case creating:
 		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonCreated, "Create", "%s", change)
 	case db.Status.ObservedGeneration != db.Generation:
@@ -304,32 +375,43 @@ func (r *Reconciler) applyDrift(ctx context.Context, p *status.Patcher[*v1alpha1
 	return nil
 }
 
-// finalize drops the database and the role (Full), releases them (Orphan) or leaves them
-// (ObserveOnly), then removes the finalizer. A failure is reported (Ready=False/DeleteFailed, a
-// Warning event on the transition) and retried with backoff; the finalizer stays until it
-// succeeded.
+// finalize drops the database and the role (Full) or releases what carries the object's tag
+// (Orphan, and ObserveOnly over what it managed before), then removes the finalizer. A failure is
+// reported (Ready=False/DeleteFailed, a Warning event on the transition) and retried with backoff;
+// the finalizer stays until it succeeded.
 func (r *Reconciler) finalize(ctx context.Context, p *status.Patcher[*v1alpha1.PostgresDatabase], db *v1alpha1.PostgresDatabase) error {
 	if !controllerutil.ContainsFinalizer(db, Finalizer) {
 		return nil
 	}
-	if pol := policy(db); pol != v1alpha1.ObserveOnly {
-		w, err := r.want(ctx, db, true)
-		if err == nil && pol == v1alpha1.Orphan {
-			err = r.Provider.Release(ctx, w)
-		} else if err == nil {
-			err = r.Provider.Delete(ctx, w)
-		}
-		logf.FromContext(ctx).Info("external delete", "database", db.Spec.Database, "policy", pol, "err", err)
-		if err != nil {
-			r.setReady(p, db, metav1.ConditionFalse, ReasonDeleteFailed, "deleting: "+err.Error())
-			return err
-		}
+	if err := r.deleteExternal(ctx, db); err != nil {
+		r.setReady(p, db, metav1.ConditionFalse, ReasonDeleteFailed, "deleting: "+err.Error())
+		return err
 	}
 	if err := r.patchMeta(ctx, p, db, func() { controllerutil.RemoveFinalizer(db, Finalizer) }); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	r.conns.Delete(db.UID)
 	return nil
+}
+
+// deleteExternal is what db's deletion does on its server, by its management policy: Full drops
+// what carries its tag; Orphan and ObserveOnly remove its tags, so that no sweep ever drops what
+// they leave (ObserveOnly has tags only where it was Full or Orphan before). An ObserveOnly object
+// whose PostgresServer or Secret is gone has nothing to release that can be reached.
+func (r *Reconciler) deleteExternal(ctx context.Context, db *v1alpha1.PostgresDatabase) error {
+	pol := policy(db)
+	w, err := r.want(ctx, db, true)
+	switch {
+	case err != nil && pol == v1alpha1.ObserveOnly && apierrors.IsNotFound(err):
+		err = nil
+	case err != nil:
+	case pol == v1alpha1.Full:
+		err = r.Provider.Delete(ctx, w)
+	default:
+		err = r.Provider.Release(ctx, w)
+	}
+	logf.FromContext(ctx).Info("external delete", "database", db.Spec.Database, "policy", pol, "err", err)
+	return err
 }
 
 func policy(db *v1alpha1.PostgresDatabase) v1alpha1.ManagementPolicy {

@@ -17,11 +17,14 @@ import (
 // Conn is how to reach a server as an administrator (the connection Secret's keys).
 type Conn struct {
 	Host, Port, Username, Password string
-	SSLMode                        string // empty: prefer
+	SSLMode                        string // empty: verify-full
 }
 
 // Owner is the object a database and role belong to, written as their ownership tag.
 type Owner struct {
+	// Installation is the controller installation that created them: a sweep touches only its
+	// own. Empty in tags written before installations were named.
+	Installation         string
 	UID, Namespace, Name string
 	Orphan               bool // deletion leaves them: the sweep never drops them
 }
@@ -32,7 +35,9 @@ type Want struct {
 	Database, Role  string
 	ConnectionLimit int32
 	Owner           Owner
-	Password        string // the role's password: set when the role is created (Apply) or reset (SetPassword)
+	// ObserveOnly: nothing is owned, so no tag is foreign and no tag drifts.
+	ObserveOnly bool
+	Password    string // the role's password: set when the role is created (Apply) or reset (SetPassword)
 }
 
 // Observed is what a server holds under a Want's names.
@@ -42,6 +47,9 @@ type Observed struct {
 	ConnectionLimit            int32
 	CanLogin                   bool
 	DatabaseOwner              string
+	// PublicAccess: PUBLIC holds a privilege on the database (CONNECT and TEMPORARY by default),
+	// so every role of the server, another tenant's included, may connect to it.
+	PublicAccess bool
 }
 
 // Provider is every external call the controller makes.
@@ -58,6 +66,9 @@ type Provider interface {
 	Delete(ctx context.Context, w Want) error
 	// Release removes w.Owner's tags: the database and the role stay, unmanaged.
 	Release(ctx context.Context, w Want) error
+	// Retag writes w.Owner's tag over a tag of w.Owner's UID that differs (its deletion, say)
+	// and changes nothing else: what a policy change away from Full writes.
+	Retag(ctx context.Context, w Want, o Observed) error
 	// Owned lists what carries any object's tag on the server at c, one Want per object (Conn,
 	// Owner and the names found).
 	Owned(ctx context.Context, c Conn) ([]Want, error)
@@ -66,13 +77,18 @@ type Provider interface {
 // tagPrefix starts every ownership tag.
 const tagPrefix = "kpatterns-finalizers "
 
-// Tag is o's ownership tag: "kpatterns-finalizers uid=… object=<namespace>/<name> deletion=Delete|Orphan".
+// Tag is o's ownership tag: "kpatterns-finalizers inst=<installation> uid=… object=<namespace>/<name>
+// deletion=Delete|Orphan" (no inst= for an Owner without an Installation).
 func (o Owner) Tag() string {
 	deletion := "Delete"
 	if o.Orphan {
 		deletion = "Orphan"
 	}
-	return fmt.Sprintf("%suid=%s object=%s/%s deletion=%s", tagPrefix, o.UID, o.Namespace, o.Name, deletion)
+	inst := ""
+	if o.Installation != "" {
+		inst = "inst=" + o.Installation + " "
+	}
+	return fmt.Sprintf("%s%suid=%s object=%s/%s deletion=%s", tagPrefix, inst, o.UID, o.Namespace, o.Name, deletion)
 }
 
 // ParseTag reads an ownership tag; ok is false for any other comment.
@@ -84,6 +100,8 @@ func ParseTag(tag string) (o Owner, ok bool) {
 	for f := range strings.FieldsSeq(rest) {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
+		case "inst":
+			o.Installation = v
 		case "uid":
 			o.UID = v
 		case "object":
@@ -96,24 +114,40 @@ func ParseTag(tag string) (o Owner, ok bool) {
 }
 
 // Foreign says why what exists under w's names is not w.Owner's ("" when nothing foreign exists):
-// a role with another or no tag, or a database that carries neither w.Owner's tag nor w.Owner's
-// role as its owner. Such a resource is reported, never adopted. A Want with no Owner (observe
-// only) finds nothing foreign.
+// a role with no tag, another installation's or another object's, or a database that carries
+// neither w.Owner's tag nor w.Owner's role as its owner. Such a resource is reported, never
+// adopted. What this installation created for an earlier object of the same namespace and name
+// (a restore, a re-creation: same names, another UID) is not foreign: it is adopted (Adopting).
+// An observe-only Want finds nothing foreign.
 func Foreign(w Want, o Observed) string {
-	if w.Owner.UID == "" {
+	if w.ObserveOnly || w.Owner.UID == "" {
 		return ""
 	}
-	if o.RoleExists && !tagged(o.RoleTag, w.Owner.UID) {
+	if o.RoleExists && !ours(o.RoleTag, w.Owner) {
 		return fmt.Sprintf("role %s exists and was not created for this object (%s)", w.Role, describe(o.RoleTag))
 	}
-	if o.DatabaseExists && !DatabaseOurs(w, o) {
+	ownedByOurRole := o.DatabaseOwner == w.Role && o.RoleExists && ours(o.RoleTag, w.Owner)
+	if o.DatabaseExists && !ours(o.DatabaseTag, w.Owner) && !ownedByOurRole {
 		return fmt.Sprintf("database %s exists and was not created for this object (%s, owner %s)", w.Database, describe(o.DatabaseTag), o.DatabaseOwner)
 	}
 	return ""
 }
 
+// Adopting returns the UID of the earlier object whose tags w.Owner takes over ("" when none):
+// a tag of this installation for the same namespace and name under another UID. Call it only
+// when Foreign(w, o) is "".
+func Adopting(w Want, o Observed) string {
+	for _, tag := range []string{o.RoleTag, o.DatabaseTag} {
+		if t, ok := ParseTag(tag); ok && adoptable(t, w.Owner) {
+			return t.UID
+		}
+	}
+	return ""
+}
+
 // DatabaseOurs: the database carries w.Owner's tag, or is owned by w.Owner's tagged role (the tag
-// is written just after CREATE DATABASE, whose owner is set in the same statement).
+// is written just after CREATE DATABASE, whose owner is set in the same statement). Only an
+// exact UID counts: what is dropped is never adopted on the way.
 func DatabaseOurs(w Want, o Observed) bool {
 	return tagged(o.DatabaseTag, w.Owner.UID) || (o.DatabaseOwner == w.Role && o.RoleExists && tagged(o.RoleTag, w.Owner.UID))
 }
@@ -123,16 +157,36 @@ func tagged(tag, uid string) bool {
 	return ok && o.UID == uid
 }
 
+// ours: tagged for owner, or adoptable by it.
+func ours(tag string, owner Owner) bool {
+	t, ok := ParseTag(tag)
+	return ok && (t.UID == owner.UID || adoptable(t, owner))
+}
+
+// adoptable: t was written by owner's installation for an object of owner's namespace and name
+// that had another UID. Two live objects never share a namespace and name, so that object is
+// gone, and what it left is the user's data under the names the new object asks for. A tag of no
+// installation (written before installations were named) is adopted by no one: it could be
+// another cluster's.
+func adoptable(t, owner Owner) bool {
+	return owner.Installation != "" && t.Installation == owner.Installation &&
+		t.Namespace == owner.Namespace && t.Name == owner.Name && t.UID != owner.UID
+}
+
 func describe(tag string) string {
 	if o, ok := ParseTag(tag); ok {
-		return fmt.Sprintf("tagged for %s/%s, uid %s", o.Namespace, o.Name, o.UID)
+		inst := "no installation"
+		if o.Installation != "" {
+			inst = "installation " + o.Installation
+		}
+		return fmt.Sprintf("tagged for %s/%s, uid %s, by %s", o.Namespace, o.Name, o.UID, inst)
 	}
 	return "no ownership tag"
 }
 
 // Drift lists how o differs from w, each as one change a repair makes ("role connection limit 5 →
 // 10"); empty when they agree. Call it only when Foreign(w, o) is "". The ownership tags count
-// only for a Want with an Owner.
+// only for a Want that owns.
 func Drift(w Want, o Observed) []string {
 	var d []string
 	switch {
@@ -145,7 +199,7 @@ func Drift(w Want, o Observed) []string {
 		if !o.CanLogin {
 			d = append(d, "role login disabled → enabled")
 		}
-		if w.Owner.UID != "" && o.RoleTag != w.Owner.Tag() {
+		if !w.ObserveOnly && w.Owner.UID != "" && o.RoleTag != w.Owner.Tag() {
 			d = append(d, fmt.Sprintf("role ownership tag %q → %q", o.RoleTag, w.Owner.Tag()))
 		}
 	}
@@ -156,9 +210,18 @@ func Drift(w Want, o Observed) []string {
 		if o.DatabaseOwner != w.Role {
 			d = append(d, fmt.Sprintf("database owner %s → %s", o.DatabaseOwner, w.Role))
 		}
-		if w.Owner.UID != "" && o.DatabaseTag != w.Owner.Tag() {
+		if !w.ObserveOnly && w.Owner.UID != "" && o.DatabaseTag != w.Owner.Tag() {
 			d = append(d, fmt.Sprintf("database ownership tag %q → %q", o.DatabaseTag, w.Owner.Tag()))
+		}
+		if !w.ObserveOnly && o.PublicAccess {
+			d = append(d, "database PUBLIC privileges (CONNECT, TEMPORARY) → revoked")
 		}
 	}
 	return d
+}
+
+// Retags: a tag of w.Owner's UID differs from w.Owner's tag (Retag would write).
+func Retags(w Want, o Observed) bool {
+	return o.RoleExists && tagged(o.RoleTag, w.Owner.UID) && o.RoleTag != w.Owner.Tag() ||
+		o.DatabaseExists && tagged(o.DatabaseTag, w.Owner.UID) && o.DatabaseTag != w.Owner.Tag()
 }

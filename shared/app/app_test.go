@@ -107,8 +107,8 @@ func TestObjectsWatchNamespacesUseRoles(t *testing.T) {
 	}
 }
 
-// Rules on a cluster-scoped kind of the pattern stay in a ClusterRole when namespaces are
-// watched (a Role cannot grant them); rules marked namespace=system hold in the operator
+// Rules on a cluster-scoped kind of the pattern, and on Namespaces, stay in a ClusterRole when
+// namespaces are watched (a Role cannot grant them); rules marked namespace=system hold in the operator
 // namespace only, in a Role of their own. The kind's user roles aggregate into view only.
 func TestObjectsClusterScopedAndOperatorRules(t *testing.T) {
 	p := app.Pattern{Name: "demo", Config: fstest.MapFS{
@@ -116,6 +116,10 @@ func TestObjectsClusterScopedAndOperatorRules(t *testing.T) {
 		"rbac/role.yaml": {Data: []byte(roleYAML + `- apiGroups: [example.kpatterns.dev]
   resources: [gadgets, servers, servers/status]
   verbs: [list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: [kube-system]
+  verbs: [get]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -156,7 +160,8 @@ rules:
 		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: strings.Split(verbs, ",")}
 	}
 	wantRules := map[string][]rbacv1.PolicyRule{
-		"ClusterRole /kpatterns-demo":      {rule("example.kpatterns.dev", "list,watch", "servers", "servers/status")},
+		"ClusterRole /kpatterns-demo": {rule("example.kpatterns.dev", "list,watch", "servers", "servers/status"),
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}}},
 		"Role a/kpatterns-demo":            {rule("", "get,list,watch", "configmaps"), rule("example.kpatterns.dev", "list,watch", "gadgets")},
 		"Role ops/kpatterns-demo-operator": {rule("", "get", "secrets")},
 	}

@@ -160,9 +160,9 @@ func featureRules(p Pattern, r Rules, with []string) ([]rbacv1.PolicyRule, error
 }
 
 // clusterScoped splits rules into those on the cluster-scoped resources among crds (and their
-// subresources), which only a ClusterRole can grant, and the rest.
+// subresources) and on Namespaces, which only a ClusterRole can grant, and the rest.
 func clusterScoped(rules []rbacv1.PolicyRule, crds []client.Object) (cluster, rest []rbacv1.PolicyRule) {
-	scoped := map[string]bool{}
+	scoped := map[string]bool{"/namespaces": true}
 	for _, o := range crds {
 		if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok && crd.Spec.Scope == apiextensionsv1.ClusterScoped {
 			scoped[crd.Spec.Group+"/"+crd.Spec.Names.Plural] = true

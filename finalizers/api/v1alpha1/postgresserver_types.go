@@ -11,7 +11,7 @@ import (
 type PostgresServerSpec struct {
 	// ConnectionSecret names a Secret in the operator's namespace (where the controller runs)
 	// with the server's address and an administrator's login: keys host, port, username,
-	// password, and optionally sslmode (default prefer).
+	// password, and optionally sslmode (default verify-full: a server without TLS needs sslmode disable).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
