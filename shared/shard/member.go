@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -39,6 +41,8 @@ type member struct {
 	lease     *coordinationv1.Lease // as last written by this process (nil: read it first)
 	published Member
 	renewed   time.Time // when the last successful write was sent
+	// renewedAt is renewed for the health check (UnixNano; 0 before the first renewal).
+	renewedAt atomic.Int64
 
 	work    *worker
 	working Set
@@ -47,6 +51,17 @@ type member struct {
 func newMember(mgr manager.Manager, o Options) *member {
 	return &member{mgr: mgr, o: o, identity: o.Member + "_" + rand.String(8),
 		log: mgr.GetLogger().WithName("shard").WithValues("ring", o.Ring, "member", o.Member)}
+}
+
+// healthy fails once the member has not renewed its Lease for RenewDeadline: by then it has
+// stopped working (or, if its controllers do not stop, is exiting), and a process that keeps
+// answering /healthz while its peers count it gone is one to restart.
+func (m *member) healthy(*http.Request) error {
+	last := m.renewedAt.Load()
+	if since := time.Since(time.Unix(0, last)); last != 0 && since > m.o.RenewDeadline {
+		return fmt.Errorf("shard: member %s has not renewed its Lease for %s", m.o.Member, since.Round(time.Second))
+	}
+	return nil
 }
 
 // NeedLeaderElection: every replica is a member.
@@ -153,6 +168,9 @@ func (m *member) step(ctx context.Context) error {
 		if errors.Is(err, errLost) {
 			return errors.Join(err, m.setWork(ctx, 0))
 		}
+		if err != nil && !m.renewed.IsZero() && time.Since(m.renewed) > m.o.RenewDeadline {
+			return fmt.Errorf("shard: member %s could not renew its Lease for %s (%w); it stopped working", m.o.Member, time.Since(m.renewed).Round(time.Second), err)
+		}
 		if err != nil {
 			m.log.Info("could not write the member Lease; trying again", "error", err.Error())
 		}
@@ -186,8 +204,19 @@ func (m *member) setWork(ctx context.Context, want Set) error {
 
 // publish writes state into the member's Lease (creating or taking it over if needed), renewing
 // it. It is a guarded update: a Lease changed by anyone else is read again, and one that another
-// live process holds under this member's name is not taken.
+// live process holds under this member's name is not taken. Its calls end by the renew deadline
+// (as client-go's leader election bounds its own): a write that hangs — a stalled connection, a
+// full API Priority and Fairness queue — must not keep the member from fencing itself.
 func (m *member) publish(ctx context.Context, state Member, now time.Time) error {
+	bound := m.o.RenewDeadline
+	if !m.renewed.IsZero() {
+		bound -= now.Sub(m.renewed)
+	}
+	if bound <= 0 {
+		return context.DeadlineExceeded
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	if m.lease == nil {
 		l := &coordinationv1.Lease{}
 		err := m.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: m.o.Namespace, Name: MemberLease(m.o.Ring, m.o.Member)}, l)
@@ -224,6 +253,7 @@ func (m *member) publish(ctx context.Context, state Member, now time.Time) error
 		return err
 	}
 	m.lease, m.published, m.renewed = l, state, now
+	m.renewedAt.Store(now.UnixNano())
 	return nil
 }
 

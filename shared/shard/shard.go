@@ -114,7 +114,11 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	if err := mgr.Add(newMember(mgr, o)); err != nil {
+	m := newMember(mgr, o)
+	if err := mgr.Add(m); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("shard-member", m.healthy); err != nil {
 		return err
 	}
 	if err := mgr.Add(&coordinator{mgr: mgr, o: o}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -34,6 +35,8 @@ import (
 type worker struct {
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
+	err    error // what stop returned, returned again by a later stop
 }
 
 // startWorker starts a worker for held. base are the manager options of the process (cache
@@ -92,13 +95,16 @@ func startWorker(ctx context.Context, parent manager.Manager, o Options, base ma
 
 // stop stops the worker and waits for it: when it returns nil, no reconcile of it runs. An error
 // means a reconcile may still run (it outlived the grace period): the member must not give its
-// ranges up, only exit.
+// ranges up, only exit. A second stop returns what the first did, at once.
 func (w *worker) stop() error {
 	if w == nil {
 		return nil
 	}
-	w.cancel()
-	return <-w.done
+	w.once.Do(func() {
+		w.cancel()
+		w.err = <-w.done
+	})
+	return w.err
 }
 
 // withShardSelector makes lw list and watch only the ranges of sel (Server mode). This, and the
