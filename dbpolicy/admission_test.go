@@ -41,6 +41,35 @@ func set(fields map[string]any) testenv.Step {
 	}
 }
 
+// before creates the Database "db" with spec and finalizers as if it was made before the policy
+// existed (neither form decides it).
+func before(spec map[string]any, finalizers ...string) testenv.Step {
+	probe := func(ctx context.Context, c client.Client, ns string) error { // refused by both forms
+		return c.Create(ctx, database(ns, "probe", map[string]any{}), client.DryRunAll)
+	}
+	return testenv.Unadmitted(func(ctx context.Context, c client.Client, ns string) error {
+		u := database(ns, "db", spec)
+		u.SetFinalizers(finalizers)
+		return c.Create(ctx, u)
+	}, probe)
+}
+
+// meta changes the Database "db"'s metadata only.
+func meta(change func(*unstructured.Unstructured)) testenv.Step {
+	return func(ctx context.Context, c client.Client, ns string) error {
+		u := database(ns, "db", nil)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return err
+		}
+		change(u)
+		return c.Update(ctx, u)
+	}
+}
+
+func deleteDB(ctx context.Context, c client.Client, ns string) error {
+	return c.Delete(ctx, database(ns, "db", nil))
+}
+
 func pg(version string, storage int64) map[string]any {
 	return map[string]any{"engine": "postgres", "version": version, "storageGiB": storage}
 }
@@ -103,6 +132,19 @@ var cases = []testenv.Case{
 		Deny: `[spec.storageGiB: Forbidden: database storage cannot shrink from 20 to 1 GiB, spec.engine: Forbidden: the engine is immutable: was "postgres", asked for "mysql", spec.version: Forbidden: the version cannot be downgraded from 16.2 to 9.1]`},
 
 	{Name: "server-side dry-run", Request: db(map[string]any{}, client.DryRunAll), Deny: "spec.engine: Required value"},
+
+	// Objects made before the policy: an update judges only the fields it changes, so a deletion
+	// can finish (its finalizer removed) and its namespace with it.
+	{Name: "made before the policy: its finalizer removed while it is deleted", Setup: testenv.Steps(before(map[string]any{}, "example.com/keep"), deleteDB),
+		Request: meta(func(u *unstructured.Unstructured) { u.SetFinalizers(nil) })},
+	{Name: "made before the policy: a label added", Setup: before(map[string]any{"engine": "postgres"}),
+		Request: meta(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"team": "a"}) })},
+	{Name: "made before the policy: storage grown, the version still missing", Setup: before(map[string]any{"engine": "postgres", "storageGiB": int64(5)}),
+		Request: set(map[string]any{"storageGiB": int64(6)})},
+	{Name: "made before the policy: a version set that is none", Setup: before(map[string]any{"engine": "postgres", "storageGiB": int64(5)}),
+		Request: set(map[string]any{"version": "latest"}), Deny: `spec.version: Invalid value: "latest": must be a version like 16.2 or 8.0.36`},
+	{Name: "made before the policy: its storage set to zero", Setup: before(map[string]any{"engine": "postgres"}),
+		Request: set(map[string]any{"storageGiB": int64(0)}), Deny: "spec.storageGiB: Invalid value: 0: must be positive"},
 }
 
 func TestWebhookAndPolicyDecideAlike(t *testing.T) { env.DecideAlike(t, cases) }

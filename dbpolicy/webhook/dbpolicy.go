@@ -50,9 +50,12 @@ func Setup(mgr ctrl.Manager) error {
 	return nil
 }
 
-// Validator enforces the Database policy: on CREATE and UPDATE the required fields (engine,
-// version major.minor[.patch], storageGiB > 0); on UPDATE, against the old object, storage only
-// grows, the engine never changes and the version is never downgraded.
+// Validator enforces the Database policy: on CREATE the required fields (engine, version
+// major.minor[.patch], storageGiB > 0); on UPDATE the same for each field that changed — a field
+// left as it was is not judged again (Kubernetes' validation ratcheting), so an object made before
+// the policy can still lose its finalizer, gain a label or be fixed one field at a time — and,
+// against the old object, storage only grows, the engine never changes and the version is never
+// downgraded. A metadata-only update (a finalizer removed, a label) always passes.
 type Validator struct{}
 
 // Handle implements admission.Handler.
@@ -62,15 +65,19 @@ func (Validator) Handle(_ context.Context, req admission.Request) admission.Resp
 		return resp
 	}
 	spec := field.NewPath("spec")
-	errs := required(spec, &db)
+	var old *database
+	var errs field.ErrorList
 	var warnings []string
 	if req.Operation == admissionv1.Update {
-		var old database
-		if resp, ok := admit.DecodeJSON(req.Kind, DatabaseGVK, req.OldObject, &old); !ok {
+		old = &database{}
+		if resp, ok := admit.DecodeJSON(req.Kind, DatabaseGVK, req.OldObject, old); !ok {
 			return resp
 		}
-		errs = append(errs, transitions(spec, &old, &db)...)
-		warnings = majorUpgrade(&old, &db)
+		errs = required(spec, &db, old)
+		errs = append(errs, transitions(spec, old, &db)...)
+		warnings = majorUpgrade(old, &db)
+	} else {
+		errs = required(spec, &db, nil)
 	}
 	if len(errs) > 0 {
 		return admission.Denied(errs.ToAggregate().Error()).WithWarnings(warnings...)
@@ -89,23 +96,33 @@ func majorUpgrade(old, db *database) []string {
 	return []string{fmt.Sprintf("spec.version: a major upgrade from %s to %s cannot be rolled back", old.Spec.Version, db.Spec.Version)}
 }
 
-func required(spec *field.Path, db *database) field.ErrorList {
+// required checks the required fields of db; on UPDATE (old not nil) only those that differ from
+// old's.
+func required(spec *field.Path, db, old *database) field.ErrorList {
 	var errs field.ErrorList
-	if db.Spec.Engine == "" {
+	if db.Spec.Engine == "" && (old == nil || old.Spec.Engine != db.Spec.Engine) {
 		errs = append(errs, field.Required(spec.Child("engine"), "the database engine, e.g. postgres"))
 	}
-	if db.Spec.Version == "" {
+	switch {
+	case old != nil && old.Spec.Version == db.Spec.Version:
+	case db.Spec.Version == "":
 		errs = append(errs, field.Required(spec.Child("version"), "the engine version, e.g. 16.2"))
-	} else if _, err := utilversion.ParseGeneric(db.Spec.Version); err != nil {
-		errs = append(errs, field.Invalid(spec.Child("version"), db.Spec.Version, "must be a version like 16.2 or 8.0.36"))
+	default:
+		if _, err := utilversion.ParseGeneric(db.Spec.Version); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("version"), db.Spec.Version, "must be a version like 16.2 or 8.0.36"))
+		}
 	}
-	if db.Spec.StorageGiB == nil {
+	switch {
+	case old != nil && equalPtr(old.Spec.StorageGiB, db.Spec.StorageGiB):
+	case db.Spec.StorageGiB == nil:
 		errs = append(errs, field.Required(spec.Child("storageGiB"), "the storage size in GiB"))
-	} else if *db.Spec.StorageGiB <= 0 {
+	case *db.Spec.StorageGiB <= 0:
 		errs = append(errs, field.Invalid(spec.Child("storageGiB"), *db.Spec.StorageGiB, "must be positive"))
 	}
 	return errs
 }
+
+func equalPtr(a, b *int64) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 // transitions compares the old and new objects of an UPDATE. A field the old object lacks (one
 // created before this policy) has nothing to compare against and is only held to required().

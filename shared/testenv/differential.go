@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -353,5 +354,67 @@ func (e *Env) WebhookDownRefuses(t *testing.T, labels map[string]string, request
 	}
 	if err := request(t.Context(), e.Client, ns.Name); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Fatalf("err = %v, want the request refused: failed calling webhook", err)
+	}
+}
+
+// Unadmitted is a Setup step that runs create as if the pattern's admission did not exist yet:
+// an object made before the rule, which later updates must still be able to change (remove its
+// finalizer, say). While create is retried until admitted, the namespace is labelled so that
+// neither the webhooks (which skip the policy runs' label) nor this run's policies (bound to
+// another value of it) match; then the label is put back as it was, and probe — a request the
+// rule refuses — is retried until it is refused again: kube-apiserver sees namespace labels
+// through its informer, a moment late.
+func Unadmitted(create, probe Step) Step {
+	return func(ctx context.Context, c client.Client, ns string) error {
+		relabel := func(value *string) error {
+			n := &corev1.Namespace{}
+			if err := c.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+				return err
+			}
+			patch := client.MergeFrom(n.DeepCopy())
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			if value == nil {
+				delete(n.Labels, policyRunLabel)
+			} else {
+				n.Labels[policyRunLabel] = *value
+			}
+			return c.Patch(ctx, n, patch)
+		}
+		n := &corev1.Namespace{}
+		if err := c.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+			return err
+		}
+		was, had := n.Labels[policyRunLabel]
+		none := "before-admission"
+		if err := relabel(&none); err != nil {
+			return err
+		}
+		retry := func(what string, done func() error) error {
+			var err error
+			for deadline := time.Now().Add(eventuallyBound()); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if err = done(); err == nil {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := retry("created before admission", func() error { return create(ctx, c, ns) }); err != nil {
+			return err
+		}
+		restore := &was
+		if !had {
+			restore = nil
+		}
+		if err := relabel(restore); err != nil {
+			return err
+		}
+		return retry("admission back", func() error {
+			if probe(ctx, c, ns) == nil {
+				return errors.New("the probe was admitted")
+			}
+			return nil
+		})
 	}
 }
