@@ -292,7 +292,8 @@ func TestFinalizersUnderFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ctx = context.WithValue(ctx, stopKey{"finalizers"}, runPattern(ctx, t, cfg, "finalizers", "--sweep-interval", "1h"))
+			// Ten orphans in one pass: at the default bound (10); a pass that found more would drop none.
+			ctx = context.WithValue(ctx, stopKey{"finalizers"}, runPattern(ctx, t, cfg, "finalizers", "--sweep-interval", "1h", "--sweep-max-drops", "20"))
 			waitFor(t, "the deleted objects' databases swept", func(ctx context.Context) (bool, error) {
 				left := ownedIn(t, ns)
 				return len(left) == 1 && left[0] == keep.Name, nil
