@@ -121,6 +121,26 @@ var cases = []testenv.Case{
 		Request: change(func(d *appsv1.Deployment) { delete(d.Labels, webhook.TeamLabel) }), Deny: immutable},
 	{Name: "an update keeping the team label", Setup: create(nil, map[string]string{webhook.TeamLabel: "payments"}, nil),
 		Request: change(func(d *appsv1.Deployment) { d.Labels["x"] = "z" })},
+	{Name: "the defaulted team becomes a real one", Setup: create(nil, nil, nil),
+		Request: labelled(change(func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "payments" }), "payments")},
+	{Name: "a real team set from the default stays", Setup: testenv.Steps(create(nil, nil, nil),
+		change(func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "payments" })),
+		Request: change(func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "search" }), Deny: immutable},
+
+	// A malformed policy refuses only new replicas: what raises nothing — a label, a scale-down,
+	// a finalizer removed during a deletion (the garbage collector's kind of update) — passes.
+	{Name: "malformed policy: a label added", Setup: testenv.Steps(create(ptr.To[int32](2), nil, nil), withPolicy("lots")),
+		Request: change(func(d *appsv1.Deployment) { d.Labels["x"] = "z" })},
+	{Name: "malformed policy: scaled down", Setup: testenv.Steps(create(ptr.To[int32](5), nil, nil), withPolicy("lots")), Request: replicas(2)},
+	{Name: "malformed policy: /scale down", Setup: testenv.Steps(create(ptr.To[int32](5), nil, nil), withPolicy("lots")), Request: scale(1)},
+	{Name: "malformed policy: a finalizer removed while it is deleted",
+		Setup: testenv.Steps(create(ptr.To[int32](2), nil, nil), change(func(d *appsv1.Deployment) { d.Finalizers = []string{"example.com/keep"} }),
+			withPolicy("lots"), func(ctx context.Context, c client.Client, ns string) error {
+				return c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d"}})
+			}),
+		Request: change(func(d *appsv1.Deployment) { d.Finalizers = nil })},
+	{Name: "malformed policy: scaled up", Setup: testenv.Steps(create(ptr.To[int32](2), nil, nil), withPolicy("lots")), Request: replicas(3),
+		Deny: `maxReplicas="lots" is not a non-negative integer`},
 
 	{Name: "no policy: 10 replicas", Request: create(ptr.To[int32](10), nil, nil)},
 	{Name: "no policy: 11 replicas", Request: create(ptr.To[int32](11), nil, nil),

@@ -117,7 +117,8 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		if resp, ok := admit.Decode(v.Decoder, req.Kind, deploymentGVK, req.OldObject, old); !ok {
 			return resp
 		}
-		if team, was := old.Labels[TeamLabel]; was && dep.Labels[TeamLabel] != team {
+		// The defaulted team is a placeholder: it may become a real team, once.
+		if team, was := old.Labels[TeamLabel]; was && team != Unassigned && dep.Labels[TeamLabel] != team {
 			return admission.Denied(fmt.Sprintf("label %s=%s is set and may not be changed or removed", TeamLabel, team))
 		}
 		previous = replicasOf(old)
@@ -126,10 +127,16 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 }
 
 // replicas allows n unless it exceeds the namespace's maximum. On an update (previous >= 0) only
-// an increase is held to it, so a Deployment above a lowered maximum can still be edited or
-// scaled down, never up. Replicas that change to exactly a maximum the ConfigMap sets are
-// allowed with a warning.
+// an increase is held to it — and reads the policy — so a Deployment above a lowered maximum can
+// still be edited or scaled down, never up, and an update that raises nothing (the garbage
+// collector's metadata changes, a finalizer removed, a label) passes even under a policy that
+// cannot be read or parsed: a broken policy refuses only what it governs, new replicas, and
+// never wedges a namespace's deletion. Replicas raised to exactly a maximum the ConfigMap sets
+// are allowed with a warning.
 func (v *Validator) replicas(ctx context.Context, namespace string, n, previous int32) admission.Response {
+	if previous >= 0 && n <= previous {
+		return admission.Allowed("")
+	}
 	maxReplicas, declared, err := v.maxReplicas(ctx, namespace)
 	if err != nil {
 		var denial admit.Denial
@@ -142,7 +149,7 @@ func (v *Validator) replicas(ctx context.Context, namespace string, n, previous 
 		return admission.Denied(fmt.Sprintf("namespace policy allows at most %d replicas (ConfigMap %s, key %s); asked for %d",
 			maxReplicas, PolicyConfigMap, MaxReplicasKey, n))
 	}
-	if declared && n == maxReplicas && n != previous && n > 0 {
+	if declared && n == maxReplicas && n > 0 {
 		return admission.Allowed("").WithWarnings(CeilingWarning(n))
 	}
 	return admission.Allowed("")
