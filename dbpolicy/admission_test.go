@@ -8,9 +8,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kpatterns/kpatterns/shared/testenv"
@@ -148,6 +152,64 @@ var cases = []testenv.Case{
 }
 
 func TestWebhookAndPolicyDecideAlike(t *testing.T) { env.DecideAlike(t, cases) }
+
+// generatedVersions are versions made by rule rather than by hand, with a fixed seed: created
+// (any prefix, 1–4 components with or without leading zeros, a suffix or not), and updated from
+// one to another within what both forms compare (two or three components, no leading zero, a v
+// or not). k8s.io/apimachinery's version.ParseGeneric and LessThan, which the webhook uses, are
+// the reference; the policy must decide every one alike. Outside that domain — four components, a
+// suffix, numbers past uint64 — the forms differ on purpose, as the hand-written cases say.
+func generatedVersions() []testenv.Case {
+	r := rand.New(rand.NewPCG(47, 4))
+	component := func(zeros bool) string {
+		c := strconv.Itoa(r.IntN(30))
+		if zeros && r.IntN(4) == 0 {
+			c = "0" + c
+		}
+		return c
+	}
+	version := func(parts int, zeros bool) string {
+		v := []string{"", "", "v"}[r.IntN(3)]
+		for i := range parts {
+			if i > 0 {
+				v += "."
+			}
+			v += component(zeros)
+		}
+		return v
+	}
+	var out []testenv.Case
+	for i := range 24 {
+		v := version(1+r.IntN(4), true)
+		if r.IntN(5) == 0 {
+			v = []string{" ", "V"}[r.IntN(2)] + v
+		}
+		if r.IntN(5) == 0 {
+			v += []string{"-beta", "+b1", ".x", "rc"}[r.IntN(4)]
+		}
+		c := testenv.Case{Name: fmt.Sprintf("generated create %d: version %q", i, v), Request: db(pg(v, 1))}
+		if _, err := utilversion.ParseGeneric(v); err != nil {
+			c.Deny = fmt.Sprintf("spec.version: Invalid value: %q: must be a version like 16.2 or 8.0.36", v)
+		}
+		out = append(out, c)
+	}
+	for i := range 24 {
+		from, to := version(2+r.IntN(2), false), version(2+r.IntN(2), false)
+		c := testenv.Case{Name: fmt.Sprintf("generated update %d: %s → %s", i, from, to), Setup: db(pg(from, 20)),
+			Request: set(map[string]any{"version": to})}
+		was, now := utilversion.MustParseGeneric(from), utilversion.MustParseGeneric(to)
+		switch {
+		case now.LessThan(was):
+			c.Deny = fmt.Sprintf("spec.version: Forbidden: the version cannot be downgraded from %s to %s", from, to)
+		case now.Major() > was.Major():
+			c.Warn = fmt.Sprintf("spec.version: a major upgrade from %s to %s cannot be rolled back", from, to)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func TestGeneratedVersionsDecideAlike(t *testing.T) { env.DecideAlike(t, generatedVersions()) }
 
 // The suite is a test that can fail: with a shrink planted as allowed, the suite must report the case that shrinks.
 func TestDifferentialSuiteFindsAPlantedDifference(t *testing.T) {

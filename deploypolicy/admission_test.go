@@ -9,6 +9,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -198,6 +201,37 @@ var cases = []testenv.Case{
 }
 
 func TestWebhookAndPolicyDecideAlike(t *testing.T) { env.DecideAlike(t, cases) }
+
+// generatedPolicies are maxReplicas values made by rule rather than by hand — signs, leading
+// zeros, lengths around int32's, trailing text — each under which 3 replicas are created. The
+// webhook's parser (strconv.ParseInt, base 10, 32 bits) is the reference; the policy must decide
+// every one alike. A fixed seed: the same corpus every run.
+func generatedPolicies() []testenv.Case {
+	r := rand.New(rand.NewPCG(47, 5))
+	var out []testenv.Case
+	for i := range 32 {
+		v := []string{"", "+", "-"}[r.IntN(3)] + strings.Repeat("0", r.IntN(12))
+		for range 1 + r.IntN(11) {
+			v += strconv.Itoa(r.IntN(10))
+		}
+		if r.IntN(6) == 0 {
+			v += []string{" ", "x", ".0", "e1"}[r.IntN(4)]
+		}
+		c := testenv.Case{Name: fmt.Sprintf("generated policy %d: maxReplicas=%q", i, v), Setup: withPolicy(v), Request: create(ptr.To[int32](3), nil, nil)}
+		switch n, err := strconv.ParseInt(v, 10, 32); {
+		case err != nil || n < 0:
+			c.Deny = fmt.Sprintf("maxReplicas=%q is not a non-negative integer", v)
+		case n < 3:
+			c.Deny = fmt.Sprintf("namespace policy allows at most %d replicas (ConfigMap deployment-policy, key maxReplicas); asked for 3", n)
+		case n == 3:
+			c.Warn = atCeiling(3)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func TestGeneratedPoliciesDecideAlike(t *testing.T) { env.DecideAlike(t, generatedPolicies()) }
 
 // The suite is a test that can fail: with a negative ceiling planted as well-formed, it must
 // report the case of a negative policy.
