@@ -238,9 +238,14 @@ func configStage(ctx context.Context, s *State) stages.Result {
 	return stages.Done(fmt.Sprintf("case %s: %d keys", c.Name, len(config)))
 }
 
+// PodLabels select a ConfigProfile's Pods.
+func PodLabels(p *v1alpha1.ConfigProfile) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/instance": p.Name}
+}
+
 func workloadStage(ctx context.Context, s *State) stages.Result {
 	p := s.Object
-	podLabels := map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/instance": p.Name}
+	podLabels := PodLabels(p)
 	ac := appsv1ac.Deployment(p.Name, p.Namespace).WithSpec(appsv1ac.DeploymentSpec().
 		WithReplicas(1).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(podLabels)).

@@ -182,15 +182,25 @@ func Objects(p Pattern, o Options) ([]client.Object, error) {
 			objs = append(objs, serviceMonitor(name, p.Name, o.Namespace, labels))
 		}
 		if !o.NoNetworkPolicies {
-			objs = append(objs, networkPolicies(name, o.Namespace, *d.Spec.Selector, labels, len(hooks) > 0)...)
+			objs = append(objs, networkPolicies(name, o.Namespace, metav1.LabelSelector{MatchLabels: OperatorPods(p.Name)}, labels, len(hooks) > 0)...)
 		}
 		objs = append(objs, d)
 		if *d.Spec.Replicas > 1 { // voluntary disruptions (a node drain) keep one replica serving
 			objs = append(objs, &policyv1.PodDisruptionBudget{ObjectMeta: meta(o.Namespace, p.Name),
-				Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: d.Spec.Selector}})
+				Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+					Selector: &metav1.LabelSelector{MatchLabels: OperatorPods(p.Name)}}})
 		}
 	}
 	return typed(objs)
+}
+
+// OperatorPods are the labels of the operator's own Pods that its Services (webhooks, metrics),
+// PodDisruptionBudget and NetworkPolicies select: the pattern's name and the component manager.
+// What a pattern creates for its users — a Widget's Pods, labelled with the pattern's name too —
+// never carries the component, so it never becomes a webhook endpoint or a metrics target, nor
+// falls under the operator's disruption budget or network policies.
+func OperatorPods(pattern string) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": pattern, componentLabel: "manager"}
 }
 
 // operatorNamespaceObject is the operator namespace, enforcing Pod Security "restricted" (the
@@ -211,7 +221,7 @@ func metricsService(name, pattern, namespace string, labels map[string]string) *
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-metrics", Namespace: namespace, Labels: withComponent},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app.kubernetes.io/name": pattern},
+			Selector: OperatorPods(pattern),
 			Ports:    []corev1.ServicePort{{Name: metricsPortName, Port: 8443, TargetPort: intstr.FromString("metrics")}},
 		},
 	}
@@ -255,14 +265,18 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: p, Port: intstr.FromString("probes")}}, PeriodSeconds: 10}
 	}
+	// The selector stays the name alone (a Deployment's selector is immutable); the Pods carry
+	// OperatorPods' labels, which every other selector of the operator's names.
 	selector := map[string]string{"app.kubernetes.io/name": name}
+	podLabels := maps.Clone(labels)
+	maps.Copy(podLabels, OperatorPods(name))
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: name,
 					NodeSelector:       o.NodeSelector,
@@ -271,7 +285,7 @@ func deployment(name string, o Options, labels map[string]string, webhooks bool)
 					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100,
 							PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname,
-								LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}}}},
+								LabelSelector: &metav1.LabelSelector{MatchLabels: OperatorPods(name)}}}}}},
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{

@@ -200,7 +200,7 @@ func webhookObjects(p Pattern, o Options, labels map[string]string) ([]client.Ob
 	if o.WebhookURL == "" {
 		objs = append(objs, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: o.Namespace, Labels: labels},
-			Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": p.Name},
+			Spec: corev1.ServiceSpec{Selector: OperatorPods(p.Name),
 				Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")}}},
 		})
 	}
