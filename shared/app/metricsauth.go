@@ -6,6 +6,7 @@ package app
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -89,7 +90,7 @@ type reviewer struct {
 	tokens    authenticationv1.TokenReviewInterface
 	access    authorizationv1.SubjectAccessReviewInterface
 	users     *cache.LRUExpireCache // sha256 of the token → authnv1.UserInfo, or a rejection error
-	decisions *cache.LRUExpireCache // user, groups, verb and path → decision
+	decisions *cache.LRUExpireCache // the review's spec (JSON) → decision
 }
 
 // decision is a SubjectAccessReview's answer.
@@ -134,21 +135,26 @@ func (a *reviewer) authenticate(req *http.Request) (authnv1.UserInfo, error) {
 // non-resource verbs) on its path.
 func (a *reviewer) authorize(req *http.Request, user authnv1.UserInfo) (bool, string, error) {
 	verb, path := strings.ToLower(req.Method), req.URL.Path
-	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), verb, path}, "\x00")
-	if v, ok := a.decisions.Get(key); ok {
-		d := v.(decision)
-		return d.allowed, d.reason, nil
-	}
 	extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
 		extra[k] = authzv1.ExtraValue(v)
 	}
+	spec := authzv1.SubjectAccessReviewSpec{User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb}}
+	// The key is the whole review asked: every attribute an authorizer may decide on (a scoped
+	// token's extra attributes among them), each unambiguous (JSON; maps in key order).
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return false, "", err
+	}
+	key := string(b)
+	if v, ok := a.decisions.Get(key); ok {
+		d := v.(decision)
+		return d.allowed, d.reason, nil
+	}
 	ctx, cancel := context.WithTimeout(req.Context(), reviewTimeout)
 	defer cancel()
-	r, err := a.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
-	}}, metav1.CreateOptions{})
+	r, err := a.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return false, "", err
 	}
