@@ -110,10 +110,11 @@ func (j *journal) replicas() map[string]int {
 // replica is one running replica: stop ends it as SIGTERM does; cut severs its connection to the
 // API server (a partitioned or frozen process), so it can no longer renew its Lease.
 type replica struct {
-	name string
-	stop func()
-	cut  atomic.Bool
-	done chan error
+	name  string
+	stop  func()
+	cut   atomic.Bool
+	stall atomic.Bool // its requests hang until their context ends (a stalled connection, a full APF queue)
+	done  chan error
 }
 
 // start runs a replica as `sharding run --member name --sharding mode --max-concurrent-reconciles
@@ -145,7 +146,7 @@ func start(t *testing.T, name string, mode shard.Mode, j *journal) *replica {
 	opts.Controller.SkipNameValidation = ptr.To(true)
 	opts.LeaderElectionReleaseOnCancel = true
 	cfg := app.Impersonate(env.Admin, testenv.Namespace, config.Pattern.Name)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return severable{rt, &r.cut} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return severable{rt, &r.cut, &r.stall} })
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -167,12 +168,16 @@ func start(t *testing.T, name string, mode shard.Mode, j *journal) *replica {
 
 type severable struct {
 	http.RoundTripper
-	cut *atomic.Bool
+	cut, stall *atomic.Bool
 }
 
 func (s severable) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.cut.Load() {
 		return nil, errors.New("severed")
+	}
+	if s.stall.Load() {
+		<-req.Context().Done()
+		return nil, req.Context().Err()
 	}
 	return s.RoundTripper.RoundTrip(req)
 }
@@ -356,4 +361,45 @@ func TestRing(t *testing.T) {
 			a.stop()
 		})
 	}
+}
+
+// A member whose requests stall — they neither fail nor complete — fences itself by its renew
+// deadline and exits, and its reconciles in flight end before the other member, which takes its
+// ranges once its Lease expires, works them: no source is reconciled by both at once.
+func TestStalledMemberFencesItself(t *testing.T) {
+	j := &journal{}
+	a := start(t, "a", shard.Server, j)
+	b := start(t, "b", shard.Server, j)
+	keys := sources(t, 8, 4)
+	converged(t, keys, "0")
+	as := settled(t, "a", "b")
+	for range 20 { // b must own sources
+		if ownersOf(t, as, shard.Server, keys)["b"] {
+			break
+		}
+		keys = append(keys, sources(t, 1, 4)...)
+	}
+	write(t, keys, "1")
+	time.Sleep(50 * time.Millisecond) // not a timing assertion: so that b has reconciles in flight when it stalls
+	b.stall.Store(true)
+	converged(t, keys, "1")
+	settled(t, "a")
+	select {
+	case err := <-b.done:
+		if err == nil {
+			t.Error("b, stalled, stopped without an error")
+		}
+		b.done <- nil // for the cleanup
+	case <-time.After(time.Minute): // bounds a hung test only
+		t.Fatal("b, stalled, never fenced itself: it is still running a minute after its Lease expired")
+	}
+	if o := j.overlaps(); len(o) > 0 {
+		t.Errorf("%d overlapping reconciles:\n%v", len(o), o[:min(len(o), 10)])
+	}
+	for _, k := range keys {
+		if err := env.Client.Delete(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace}}); err != nil {
+			t.Error(err)
+		}
+	}
+	a.stop()
 }
