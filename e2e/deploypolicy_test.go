@@ -77,10 +77,13 @@ func TestDeployPolicy(t *testing.T) {
 			}
 			return ctx
 		}).
-		Assess("changing the team label is denied", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("the defaulted team may become a real one, once; then it is denied", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			c := clientFor(t, cfg)
-			err := update(ctx, c, func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "payments" })
-			testenv.Denied(t, err, "label team=unassigned is set and may not be changed or removed")
+			if err := update(ctx, c, func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "payments" }); err != nil {
+				t.Fatalf("team=unassigned → payments: %v", err)
+			}
+			err := update(ctx, c, func(d *appsv1.Deployment) { d.Labels[webhook.TeamLabel] = "search" })
+			testenv.Denied(t, err, "label team=payments is set and may not be changed or removed")
 			return ctx
 		}).
 		Assess("a protected Deployment cannot be deleted until unprotected", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

@@ -62,8 +62,13 @@ func (d *demo) deploypolicy() error {
 	}
 	fmt.Println("    deployment.apps/demo-api scaled")
 
-	step("Change the team label: denied, a team label once set stays")
-	err := d.updateDeployment(api, func(a *appsv1.Deployment) { a.Labels[deploypolicy.TeamLabel] = "payments" })
+	step("Give it a real team: the defaulted team=unassigned may become one, once")
+	if err := d.updateDeployment(api, func(a *appsv1.Deployment) { a.Labels[deploypolicy.TeamLabel] = "payments" }); err != nil {
+		return err
+	}
+	fmt.Println("    deployment.apps/demo-api labeled team=payments")
+	step("Change the team label again: denied, a real team once set stays")
+	err := d.updateDeployment(api, func(a *appsv1.Deployment) { a.Labels[deploypolicy.TeamLabel] = "search" })
 	if err := expectDenied(err); err != nil {
 		return err
 	}
