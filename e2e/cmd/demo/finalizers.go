@@ -93,20 +93,70 @@ func (d *demo) finalizers() error {
 	if err := onServer(); err != nil {
 		return err
 	}
+	step("A restore: the object is lost without its finalizer running (a cluster rebuilt, a GitOps re-creation) and made again with the same\n" +
+		"    spec, so a new UID; the controller adopts what its predecessor left, data and all, instead of dropping it or making an empty one")
+	oldUID := db.UID
+	fmt.Println("    kubectl patch postgresdatabase demo --type=merge -p '{\"metadata\":{\"finalizers\":null}}'; kubectl delete postgresdatabase demo")
+	patch := client.MergeFrom(db.DeepCopy())
+	db.Finalizers = nil
+	if err := errors.Join(d.c.Patch(d.ctx, db, patch), d.c.Delete(d.ctx, db)); err != nil {
+		return err
+	}
+	if err := gone(d, db); err != nil {
+		return err
+	}
+	fmt.Println("    kubectl apply -f postgresdatabase.yaml   # the same spec")
+	restored := &finalizersv1alpha1.PostgresDatabase{}
+	if err := sample(finalizersconfig.FS, "finalizers", "patterns_v1alpha1_postgresdatabase.yaml", ns, restored); err != nil {
+		return err
+	}
+	if err := d.c.Create(d.ctx, restored); err != nil {
+		return err
+	}
+	db = restored
+	if err := d.waitFor(db.Name, db, func() bool { return ready(db.Status.Conditions) }); err != nil {
+		return err
+	}
+	adopted := ""
+	for deadline := time.Now().Add(30 * time.Second); adopted == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := d.c.List(d.ctx, events, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": db.Name}); err != nil {
+			return err
+		}
+		for _, e := range events.Items { // events are recorded asynchronously
+			if e.Reason == finalizers.ReasonAdopted && e.InvolvedObject.UID == db.UID {
+				adopted = fmt.Sprintf("    event %s %s: %s", e.Type, e.Reason, e.Message)
+			}
+		}
+	}
+	if adopted == "" {
+		return fmt.Errorf("no %s event on the restored %s", finalizers.ReasonAdopted, db.Name)
+	}
+	fmt.Println(adopted)
+	fmt.Printf("    (uid %s → %s)\n", oldUID, db.UID)
+	if err := onServer(); err != nil {
+		return err
+	}
 	step("Delete it: the finalizer holds the object until the database and the role are dropped")
 	fmt.Println("    kubectl delete postgresdatabase demo")
 	if err := d.c.Delete(d.ctx, db); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		err := d.c.Get(d.ctx, client.ObjectKeyFromObject(db), db)
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if err != nil || time.Now().After(deadline) {
-			return fmt.Errorf("demo not deleted: %v", err)
-		}
+	if err := gone(d, db); err != nil {
+		return err
 	}
 	fmt.Printf("    postgresdatabase.patterns.kpatterns.dev \"demo\" deleted (finalizer %s removed after the drop)\n", finalizers.Finalizer)
 	return onServer()
+}
+
+// gone waits until db no longer exists.
+func gone(d *demo, db *finalizersv1alpha1.PostgresDatabase) error {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		err := d.c.Get(d.ctx, client.ObjectKeyFromObject(db), db)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil || time.Now().After(deadline) {
+			return fmt.Errorf("%s not deleted: %v", db.Name, err)
+		}
+	}
 }
