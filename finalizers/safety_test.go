@@ -463,3 +463,33 @@ func withConn(t *testing.T, db string, f func(*pgx.Conn) error) {
 		t.Fatal(err)
 	}
 }
+
+// An object synced by a version before installations were named — its tags without one, PUBLIC
+// still granted its database — is brought to this version on its next reconcile: tags rewritten,
+// PUBLIC revoked, told as a Normal Updated event, not counted as a repair of someone's change.
+func TestUpgradeRetagsWithoutARepair(t *testing.T) {
+	ns := env.Namespace(t)
+	db := newDB(ns, "older")
+	t.Run("controller running", func(t *testing.T) {
+		runWith(t, ns, newProvider(t))
+		create(t, db)
+		recordedCreate(t, db)
+	})
+	legacy := fmt.Sprintf("kpatterns-finalizers uid=%s object=%s/%s deletion=Delete", db.UID, ns, db.Name)
+	sql(t, fmt.Sprintf("COMMENT ON ROLE %s IS '%s'; COMMENT ON DATABASE %s IS '%s'; GRANT CONNECT, TEMPORARY ON DATABASE %s TO PUBLIC",
+		db.Spec.Role, legacy, db.Spec.Database, legacy, db.Spec.Database))
+	runWith(t, ns, newProvider(t))
+	env.WaitForEvent(t, ns, db.Name, corev1.EventTypeNormal, controller.ReasonUpdated, "")
+	testenv.Eventually(t, "brought to this version", func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(db), db); err != nil {
+			return err
+		}
+		if o := state(t, db); !strings.Contains(o.DatabaseTag, " inst=") || !strings.Contains(o.RoleTag, " inst=") || o.PublicAccess {
+			return fmt.Errorf("server %+v", o)
+		}
+		return nil
+	})
+	if db.Status.Repairs != 0 {
+		t.Errorf("repairs = %d, want 0: an upgrade is no repair", db.Status.Repairs)
+	}
+}

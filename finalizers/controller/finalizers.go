@@ -366,6 +366,9 @@ func (r *Reconciler) applyDrift(ctx context.Context, p *status.Patcher[*v1alpha1
 		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonCreated, "Create", "%s", change)
 	case db.Status.ObservedGeneration != db.Generation:
 		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonUpdated, "Update", "%s", change)
+	case provider.Unnamed(w, o): // the first reconcile of this version: no repair of anyone's change
+		r.Recorder.Eventf(db, nil, corev1.EventTypeNormal, ReasonUpdated, "Upgrade",
+			"brought to this version's ownership (an installation in the tags, PUBLIC's privileges revoked): %s", change)
 	default:
 		now := metav1.Now()
 		db.Status.Repairs++

@@ -225,3 +225,14 @@ func Retags(w Want, o Observed) bool {
 	return o.RoleExists && tagged(o.RoleTag, w.Owner.UID) && o.RoleTag != w.Owner.Tag() ||
 		o.DatabaseExists && tagged(o.DatabaseTag, w.Owner.UID) && o.DatabaseTag != w.Owner.Tag()
 }
+
+// Unnamed: a tag of w.Owner's UID names no installation — written by a version before
+// installations were named, which also left PUBLIC's privileges on the database.
+func Unnamed(w Want, o Observed) bool {
+	for _, tag := range []string{o.RoleTag, o.DatabaseTag} {
+		if t, ok := ParseTag(tag); ok && t.UID == w.Owner.UID && t.Installation == "" && w.Owner.Installation != "" {
+			return true
+		}
+	}
+	return false
+}
