@@ -54,6 +54,18 @@ func reconciler(t *testing.T, mgr manager.Manager, p provider.Provider) *control
 		Recorder: mgr.GetEventRecorder("test"), Namespace: testenv.Namespace, Installation: inst}
 }
 
+// syncedThenStopped creates dbs under a controller that stops once their creates are recorded.
+func syncedThenStopped(t *testing.T, ns string, dbs ...*v1alpha1.PostgresDatabase) {
+	t.Helper()
+	t.Run("controller running", func(t *testing.T) {
+		runWith(t, ns, newProvider(t))
+		for _, db := range dbs {
+			create(t, db)
+			recordedCreate(t, db)
+		}
+	})
+}
+
 // sweeper is a Reconciler (as the ServiceAccount, over every namespace) for a test to call Sweep on.
 func sweeper(t *testing.T) *controller.Reconciler {
 	return reconciler(t, env.IdleManager(t), newProvider(t))
@@ -116,11 +128,7 @@ func loginData(p *postgres.Server, user, password string) map[string]string {
 func TestRestoredObjectAdoptsItsDatabase(t *testing.T) {
 	ns := env.Namespace(t)
 	db := newDB(ns, "restored")
-	t.Run("before the backup", func(t *testing.T) {
-		runWith(t, ns, newProvider(t))
-		create(t, db)
-		recordedCreate(t, db)
-	})
+	syncedThenStopped(t, ns, db)
 	superuserIn(t, db.Spec.Database, "CREATE TABLE kept (x int); INSERT INTO kept VALUES (42)") // the user's data
 	oid := databaseOID(t, db.Spec.Database)
 	lose(t, db)
@@ -153,11 +161,7 @@ func TestSweepTouchesOnlyItsInstallation(t *testing.T) {
 	sql(t, fmt.Sprintf("CREATE DATABASE %s OWNER %s", theirs.Spec.Database, theirs.Spec.Role))
 	sql(t, fmt.Sprintf("COMMENT ON DATABASE %s IS '%s'", theirs.Spec.Database, tag))
 	lost := newDB(ns, "lost")
-	t.Run("controller running", func(t *testing.T) {
-		runWith(t, ns, newProvider(t))
-		create(t, lost)
-		recordedCreate(t, lost)
-	})
+	syncedThenStopped(t, ns, lost)
 	lose(t, lost)
 	create(t, newDB(ns, "other")) // a live object on the server: the sweep reaches it through its PostgresServer
 	rep, err := sweeper(t).Sweep(testenv.Bounded(t))
@@ -215,13 +219,7 @@ func TestPolicyAwayFromFullKeepsTheData(t *testing.T) {
 func TestSweepDryRunAndBound(t *testing.T) {
 	ns := env.Namespace(t)
 	dbs := []*v1alpha1.PostgresDatabase{newDB(ns, "a"), newDB(ns, "b"), newDB(ns, "c")}
-	t.Run("controller running", func(t *testing.T) {
-		runWith(t, ns, newProvider(t))
-		for _, db := range dbs {
-			create(t, db)
-			recordedCreate(t, db)
-		}
-	})
+	syncedThenStopped(t, ns, dbs...)
 	for _, db := range dbs {
 		lose(t, db)
 	}
@@ -470,11 +468,7 @@ func withConn(t *testing.T, db string, f func(*pgx.Conn) error) {
 func TestUpgradeRetagsWithoutARepair(t *testing.T) {
 	ns := env.Namespace(t)
 	db := newDB(ns, "older")
-	t.Run("controller running", func(t *testing.T) {
-		runWith(t, ns, newProvider(t))
-		create(t, db)
-		recordedCreate(t, db)
-	})
+	syncedThenStopped(t, ns, db)
 	legacy := fmt.Sprintf("kpatterns-finalizers uid=%s object=%s/%s deletion=Delete", db.UID, ns, db.Name)
 	sql(t, fmt.Sprintf("COMMENT ON ROLE %s IS '%s'; COMMENT ON DATABASE %s IS '%s'; GRANT CONNECT, TEMPORARY ON DATABASE %s TO PUBLIC",
 		db.Spec.Role, legacy, db.Spec.Database, legacy, db.Spec.Database))
