@@ -42,6 +42,11 @@ func (e *NotOwnedError) Error() string {
 	return fmt.Sprintf("%s %s exists and is not controlled by this object; it is left unchanged", e.Kind, e.Name)
 }
 
+// createOnly is a resourceVersion no stored object has (etcd revisions are int64). An apply
+// carrying it creates the object if it is absent (a create wipes the field) and fails with a
+// Conflict if the object exists: the API server takes a set resourceVersion as a precondition.
+const createOnly = "18446744073709551615"
+
 // ApplyConfiguration is a typed apply configuration from k8s.io/client-go/applyconfigurations.
 type ApplyConfiguration interface {
 	runtime.ApplyConfiguration
@@ -60,7 +65,8 @@ type ApplyConfiguration interface {
 //     the desired fields only: fields other managers set (an annotation a user added) are kept.
 //   - A child controlled by anything else is never written: a *NotOwnedError is returned. A child
 //     missing from the cache is looked up live once before it is created, so a foreign object
-//     outside the (label-selected) cache is not taken over.
+//     outside the (label-selected) cache is not taken over; and the apply that follows may only
+//     create, so one created in between is not taken over either (the write is a Conflict).
 func (s *Scope[T]) Ensure(ctx context.Context, desired ApplyConfiguration, current client.Object) error {
 	r := s.c
 	u, err := s.desiredUnstructured(desired)
@@ -79,6 +85,9 @@ func (s *Scope[T]) Ensure(ctx context.Context, desired ApplyConfiguration, curre
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
+		}
+		if err != nil { // NotFound: the apply must create it, never update what appeared since
+			u.SetResourceVersion(createOnly)
 		}
 	case err != nil:
 		return err
