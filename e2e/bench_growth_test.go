@@ -232,7 +232,7 @@ func benchReloader(ctx context.Context, t *testing.T, cfg *envconf.Config, deplo
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 		t.Fatal(err)
 	}
-	want, err := templateDigest(d, cm) // cm holds the final data: the last update's
+	want, err := templateDigest(ctx, c, d, cm) // cm holds the final data: the last update's
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -731,7 +731,7 @@ func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T) int {
 				wrong = append(wrong, fmt.Sprintf("%s: %v", name, err))
 				continue
 			}
-			want, err := templateDigest(d, cm)
+			want, err := templateDigest(ctx, c, d, cm)
 			if err != nil {
 				wrong = append(wrong, fmt.Sprintf("ConfigMap %s: %v", name, err))
 				continue
@@ -753,11 +753,16 @@ func (rs *reloaderSummary) wrong(ctx context.Context, t *testing.T) int {
 }
 
 // templateDigest is the Pod-template digest the reloader writes for d, whose only source is cm:
-// its own Refs, Cached, Digests and Combined over cm's data.
-func templateDigest(d *appsv1.Deployment, cm *corev1.ConfigMap) (string, error) {
+// its own Refs, Cached, Digests (with the key it keeps in the operator namespace) and Combined over
+// cm's data.
+func templateDigest(ctx context.Context, c client.Client, d *appsv1.Deployment, cm *corev1.ConfigMap) (string, error) {
 	p, err := reloader.Cached(cm)
 	if err != nil {
 		return "", err
 	}
-	return reloader.Combined(reloader.Digests(reloader.Refs(&d.Spec.Template.Spec), func(reloader.Ref) client.Object { return p })), nil
+	key := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: reloader.KeySecret}, key); err != nil {
+		return "", err
+	}
+	return reloader.Combined(reloader.Digests(key.Data["key"], reloader.Refs(&d.Spec.Template.Spec), func(reloader.Ref) client.Object { return p })), nil
 }

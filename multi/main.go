@@ -50,7 +50,7 @@ func run(ctx context.Context, p app.Pattern, cfg *rest.Config, o app.RunOptions,
 	if err != nil {
 		return err
 	}
-	ro.WatchNamespaces = o.WatchNamespaces
+	ro.WatchNamespaces, ro.Namespace = o.WatchNamespaces, o.Namespace
 	if err := ro.Enable(o.With); err != nil { // a composition has no features: --namespace-selector is refused
 		return err
 	}

@@ -39,7 +39,7 @@ func run(ctx context.Context, cfg *rest.Config, o app.RunOptions, options contro
 	if err != nil {
 		return err
 	}
-	options.WatchNamespaces = o.WatchNamespaces // its own cache watches what the manager's does
+	options.WatchNamespaces, options.Namespace = o.WatchNamespaces, o.Namespace // its own cache watches what the manager's does; its key is in its namespace
 	if err := controller.Setup(mgr, options); err != nil {
 		return err
 	}

@@ -204,12 +204,22 @@ func template(t *testing.T, obj client.Object) *corev1.PodTemplateSpec {
 	return nil
 }
 
+// digestKey is the installation's digest key, which the reloader created on its first start.
+func digestKey(t *testing.T) []byte {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: testenv.Namespace, Name: controller.KeySecret}, s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Data["key"]
+}
+
 // want is the template digest the reloader must write for a workload: from the live sources,
 // projected as its cache projects them.
 func want(t *testing.T, w controller.WorkloadKind, obj client.Object) string {
 	t.Helper()
 	refs, _ := controller.WorkloadRefs(obj) // an entry that names no source is left out
-	return controller.Combined(controller.Digests(refs, func(r controller.Ref) client.Object {
+	return controller.Combined(controller.Digests(digestKey(t), refs, func(r controller.Ref) client.Object {
 		var src client.Object = &corev1.ConfigMap{}
 		if r.Kind == controller.Secret {
 			src = &corev1.Secret{}
@@ -437,7 +447,7 @@ func TestNoWriteWithoutDataChange(t *testing.T) {
 
 	writes := testenv.CountWrites(mgr.GetClient())
 	recorded := events.NewFakeRecorder(10)
-	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: recorded}
+	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: recorded, Key: digestKey(t)}
 	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(before)}); err != nil {
 		t.Fatal(err)
 	}
@@ -613,6 +623,12 @@ func TestCacheHoldsNoValues(t *testing.T) {
 // annotate sets (or, with v "", removes) an annotation on an object, live.
 func annotate(t *testing.T, obj client.Object, key, v string) {
 	t.Helper()
+	annotateAll(t, obj, map[string]string{key: v})
+}
+
+// annotateAll sets (or with "" removes) several annotations in one write.
+func annotateAll(t *testing.T, obj client.Object, set map[string]string) {
+	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
@@ -621,10 +637,12 @@ func annotate(t *testing.T, obj client.Object, key, v string) {
 		if a == nil {
 			a = map[string]string{}
 		}
-		if v == "" {
-			delete(a, key)
-		} else {
-			a[key] = v
+		for key, v := range set {
+			if v == "" {
+				delete(a, key)
+			} else {
+				a[key] = v
+			}
 		}
 		obj.SetAnnotations(a)
 		return env.Client.Update(context.Background(), obj)
@@ -672,14 +690,23 @@ func TestIgnoredSourceNeverRolls(t *testing.T) {
 	env.WaitForEvent(t, ns, "app", corev1.EventTypeNormal, controller.ReasonRollingOut,
 		fmt.Sprintf("rolling out for changed data of configmap/real (%s → %s; keys k)", r0, recordOf(t, after, "configmap/real")))
 	annotate(t, noisy, controller.IgnoreAnnotation, "")
-	counted := recorded(t, s, after, "configmap/noisy", digestOf(t, s, after, "configmap/noisy"))
-	if counted.GetGeneration() != after.GetGeneration() {
-		t.Errorf("removing the ignore annotation rolled: generation %d → %d", after.GetGeneration(), counted.GetGeneration())
-	}
+	counted := rebaselined(t, s, after, "configmap/noisy", "removing the ignore annotation")
 	setData(t, ns, controller.ConfigMap, "noisy", "k", "v3")
 	if _, n := rolled(t, s, counted); n != 1 {
 		t.Errorf("%d template changes for a change once counted again, want 1", n)
 	}
+}
+
+// rebaselined waits until obj records the current digest (digestOf) under entry ("kind/name" and
+// the keys read, Ref.Entry), and fails if that took a rollout (why says what led to it).
+func rebaselined(t *testing.T, w controller.WorkloadKind, obj client.Object, entry, why string) client.Object {
+	t.Helper()
+	key, _, _ := strings.Cut(entry, ":")
+	after := recorded(t, w, obj, entry, digestOf(t, w, obj, key))
+	if after.GetGeneration() != obj.GetGeneration() {
+		t.Errorf("%s rolled: generation %d → %d", why, obj.GetGeneration(), after.GetGeneration())
+	}
+	return after
 }
 
 // digestOf is the record's entry for a source the workload references, from the live source.
@@ -704,7 +731,7 @@ func digestOf(t *testing.T, w controller.WorkloadKind, obj client.Object, key st
 		if err != nil {
 			t.Fatal(err)
 		}
-		return controller.Digests([]controller.Ref{r}, func(controller.Ref) client.Object { return p })[0][:16]
+		return controller.Digests(digestKey(t), []controller.Ref{r}, func(controller.Ref) client.Object { return p })[0][:16]
 	}
 	t.Fatalf("%s does not reference %s", obj.GetName(), key)
 	return ""
@@ -734,13 +761,13 @@ func TestPauseRollsOnceWhenItEnds(t *testing.T) {
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cfg"}, cm); err != nil {
 			return err
 		}
-		if digestOf(t, s, held, "configmap/cfg") != controller.Digests([]controller.Ref{{Kind: controller.ConfigMap, Name: "cfg"}}, func(controller.Ref) client.Object { return cm })[0][:16] {
+		if digestOf(t, s, held, "configmap/cfg") != controller.Digests(digestKey(t), []controller.Ref{{Kind: controller.ConfigMap, Name: "cfg"}}, func(controller.Ref) client.Object { return cm })[0][:16] {
 			return fmt.Errorf("not yet")
 		}
 		return nil
 	})
 	writes := testenv.CountWrites(mgr.GetClient())
-	r := &controller.Reconciler{Workload: s, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
+	r := &controller.Reconciler{Workload: s, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10), Key: digestKey(t)}
 	if res, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(held)}); err != nil || writes.N() != 0 || res.RequeueAfter != 0 {
 		t.Fatalf("paused: %v, %v, %d writes; want no write, no requeue", res, err, writes.N())
 	}
@@ -862,7 +889,7 @@ func TestOnlyReadKeysCount(t *testing.T) {
 			continue
 		}
 		testenv.WaitCached(t, c, cached(t, o))
-		r := &controller.Reconciler{Workload: s, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
+		r := &controller.Reconciler{Workload: s, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10), Key: digestKey(t)}
 		if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}); err != nil {
 			t.Fatal(err)
 		}
@@ -930,7 +957,7 @@ func TestUpgradeFromWholeSourceRecordRollsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := controller.Digests([]controller.Ref{whole}, func(controller.Ref) client.Object { return p })
+	old := controller.Digests(nil, []controller.Ref{whole}, func(controller.Ref) client.Object { return p })
 	annotate(t, app, controller.DigestsAnnotation, whole.Key()+"="+old[0][:16])
 	before := get(t, s, ns, "app")
 	start(t, controller.Options{}, ns)
@@ -1123,7 +1150,7 @@ func TestDeletedSource(t *testing.T) {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fragile"}, &controller.Source[corev1.ConfigMap]{})
 	})
 	writes := testenv.CountWrites(mgr.GetClient())
-	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10)}
+	r := &controller.Reconciler{Workload: d, Cache: c, Client: writes, Recorder: events.NewFakeRecorder(10), Key: digestKey(t)}
 	if _, err := r.Reconcile(testenv.Bounded(t), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)}); err != nil {
 		t.Fatal(err)
 	}

@@ -69,12 +69,12 @@ func (c *changes) update(kind Kind, old, src client.Object) {
 // keys are the keys of ref (in namespace ns) whose values differ between the state ref's record
 // digest names (recorded, DigestsAnnotation's 16 hex digits) and now, or that only one of them
 // has, sorted; false if no kept state has that digest.
-func (c *changes) keys(ns string, ref Ref, recorded string, now valueDigests) ([]string, bool) {
+func (c *changes) keys(key []byte, ns string, ref Ref, recorded string, now valueDigests) ([]string, bool) {
 	c.mu.Lock()
 	kept := slices.Clone(c.states[sourceKey{ref.Kind, ns, ref.Name}])
 	c.mu.Unlock()
 	for _, before := range slices.Backward(kept) {
-		if Digests([]Ref{ref}, func(Ref) client.Object { return &Source[corev1.ConfigMap]{Values: before} })[0][:16] != recorded {
+		if Digests(key, []Ref{ref}, func(Ref) client.Object { return &Source[corev1.ConfigMap]{Values: before} })[0][:16] != recorded {
 			continue
 		}
 		var keys []string
@@ -107,8 +107,8 @@ func (c *changes) keys(ns string, ref Ref, recorded string, now valueDigests) ([
 // explain names the changed sources (changedSources of the records before and now), each with
 // its digests before and after and, where this process saw the change, the keys that changed:
 // "configmap/a (0123456789abcdef → fedcba9876543210; keys x+y)". sources are the sources refs
-// name, by Ref.Key.
-func (c *changes) explain(ns string, refs []Ref, sources map[string]client.Object, before string, changed []string) []string {
+// name, by Ref.Key; key is the one the record before was made with.
+func (c *changes) explain(key []byte, ns string, refs []Ref, sources map[string]client.Object, before string, changed []string) []string {
 	out, recorded := slices.Clone(changed), parseSeen(before)
 	for i, s := range out {
 		entry, digests, _ := strings.Cut(s, " (")
@@ -121,7 +121,7 @@ func (c *changes) explain(ns string, refs []Ref, sources map[string]client.Objec
 			continue
 		}
 		values, _ := src.source()
-		if keys, ok := c.keys(ns, refs[at], recorded[entry], values); ok {
+		if keys, ok := c.keys(key, ns, refs[at], recorded[entry], values); ok {
 			out[i] = entry + " (" + strings.TrimSuffix(digests, ")") + "; keys " + strings.Join(keys, "+") + ")"
 		}
 	}

@@ -19,7 +19,7 @@ func cmState(name string, data map[string]string) *Source[corev1.ConfigMap] {
 
 // record is what DigestsAnnotation records of ref over src.
 func record(ref Ref, src client.Object) string {
-	return seen([]Ref{ref}, Digests([]Ref{ref}, func(Ref) client.Object { return src }))
+	return seen([]Ref{ref}, Digests(nil, []Ref{ref}, func(Ref) client.Object { return src }))
 }
 
 // The keys of a change are named from the state the record was made of: values changed, added
@@ -52,18 +52,18 @@ func TestChangedKeys(t *testing.T) {
 		{whole, v3, v3, nil, false}, // no state kept has the current data
 	} {
 		_, recorded, _ := strings.Cut(record(tc.ref, tc.from), "=")
-		got, known := c.keys("ns", tc.ref, recorded, tc.to.Values)
+		got, known := c.keys(nil, "ns", tc.ref, recorded, tc.to.Values)
 		if known != tc.known || !cmp.Equal(tc.want, got) {
 			t.Errorf("keys of %s from %v: %v, %v; want %v, %v", tc.ref.Entry(), tc.from.Values != v1.Values, got, known, tc.want, tc.known)
 		}
 	}
-	if _, known := c.keys("other", whole, "0123456789abcdef", v3.Values); known {
+	if _, known := c.keys(nil, "other", whole, "0123456789abcdef", v3.Values); known {
 		t.Error("a source of another namespace has kept states")
 	}
 
 	// The explanation: keys where known.
 	before, now := record(whole, v1), record(whole, v3)
-	got := c.explain("ns", []Ref{whole}, map[string]client.Object{whole.Key(): v3}, before, changedSources(before, now))
+	got := c.explain(nil, "ns", []Ref{whole}, map[string]client.Object{whole.Key(): v3}, before, changedSources(before, now))
 	_, b, _ := strings.Cut(before, "=")
 	_, a, _ := strings.Cut(now, "=")
 	if want := []string{fmt.Sprintf("configmap/a (%s → %s; keys w+x+y+z)", b, a)}; !cmp.Equal(want, got) {

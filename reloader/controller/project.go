@@ -74,7 +74,7 @@ func (w *Workload[K]) project() {
 		}
 		w.Spec = workloadSpec{}
 	}
-	w.keep(DigestsAnnotation, SourcesAnnotation, PausedAnnotation, PausedUntilAnnotation)
+	w.keep(DigestsAnnotation, DigestKeyAnnotation, SourcesAnnotation, PausedAnnotation, PausedUntilAnnotation)
 }
 
 // uses are the uses of the references of the template.

@@ -234,10 +234,13 @@ func (uses refUses) refs() []Ref {
 // missing — every field tagged and length-prefixed so different contents never encode alike. A
 // missing source (get returns nil) is an explicit "absent" entry; an ignored one
 // (IgnoreAnnotation) is Ignored, whatever its data. Other labels and annotations do not count.
-func Digests(refs []Ref, get func(Ref) client.Object) []string {
+// The digests are HMACs with key (the installation's DigestKey): the workloads they are written
+// on are readable by far more than the Secrets, and an unkeyed digest of a low-entropy value is
+// searched for offline. A nil key gives the unkeyed digests earlier versions recorded.
+func Digests(key []byte, refs []Ref, get func(Ref) client.Object) []string {
 	out := make([]string, len(refs))
 	for i, r := range refs {
-		d := digest.New().Field('n', []byte(r.Key()))
+		d := digest.NewKeyed(key).Field('n', []byte(r.Key()))
 		src, ok := get(r).(cachedSource)
 		if !ok {
 			out[i] = d.Field('a', nil).String()

@@ -117,6 +117,9 @@ type Options struct {
 	// workloads are cached, and so rolled, following their labels: run --with namespace-selector
 	// (NamespaceSelectorFeature).
 	NamespaceSelector string
+	// Namespace is the operator's, where KeySecret is (empty: app.OperatorNamespace()).
+	Namespace string
+	key       []byte // LoadKey's, set by Setup
 }
 
 // BindFlags binds the options to run's flags.
@@ -206,6 +209,16 @@ var SourceChanged = predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
 // Setup builds the reloader's store and one controller per workload kind (Controllers) reading
 // it: its own cache (CacheOptions), or with a NamespaceSelector one cache per selected namespace.
 func Setup(mgr ctrl.Manager, o Options) error {
+	if o.Namespace == "" {
+		o.Namespace = app.OperatorNamespace()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key, err := LoadKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), o.Namespace)
+	if err != nil {
+		return err
+	}
+	o.key = key
 	configure, err := uncompressed(mgr.GetConfig(), CacheOptionsOf(o.Kinds()))
 	if err != nil {
 		return err
@@ -271,7 +284,7 @@ func controllers(mgr ctrl.Manager, read client.Reader, sources func(WorkloadKind
 	}
 	for _, w := range o.Kinds() {
 		r := &Reconciler{Workload: w, Cache: read, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name),
-			CoalesceWindow: o.CoalesceWindow, limit: limit, changes: ch}
+			CoalesceWindow: o.CoalesceWindow, limit: limit, changes: ch, Key: o.key}
 		b := ctrl.NewControllerManagedBy(mgr).Named(Name + "-" + strings.ToLower(w.Kind)).
 			// A standby starts its sources too (controller-runtime's warm-up; not --cold-standby): its caches of
 			// sources and workloads are synced and its queue filled before it is elected, so a new
@@ -308,6 +321,14 @@ type Reconciler struct {
 	rolled         sync.Map
 	limit          *rollouts // shared by every kind's reconciler; nil: no bound
 	changes        *changes  // shared too: the sources' recent changes, for the events
+	Key            []byte    // the digests' (LoadKey)
+	keyID          sync.Once // KeyID(Key), recorded beside the digests: id
+	id             string
+}
+
+func (r *Reconciler) keyOf() string {
+	r.keyID.Do(func() { r.id = KeyID(r.Key) })
+	return r.id
 }
 
 // digests are the digests of the sources refs name in namespace ns, read from the cache, the
@@ -315,7 +336,7 @@ type Reconciler struct {
 // missing digests as "absent").
 func (r *Reconciler) digests(ctx context.Context, ns string, refs []Ref) (digests []string, sources map[string]client.Object, missing []string, err error) {
 	sources = map[string]client.Object{}
-	digests = Digests(refs, func(ref Ref) client.Object {
+	digests = Digests(r.Key, refs, func(ref Ref) client.Object {
 		var src client.Object = &Source[corev1.ConfigMap]{}
 		if ref.Kind == Secret {
 			src = &Source[corev1.Secret]{}
@@ -367,16 +388,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			"required %s missing: nothing rolls until it exists (new Pods could not start)", strings.Join(missing, ", "))
 		return reconcile.Result{}, nil
 	}
-	now, before := seen(refs, digests), obj.GetAnnotations()[DigestsAnnotation]
-	if now == before {
+	now, before, recordedKey := seen(refs, digests), obj.GetAnnotations()[DigestsAnnotation], obj.GetAnnotations()[DigestKeyAnnotation]
+	if now == before && (now == "" || recordedKey == r.keyOf()) {
 		return reconcile.Result{}, nil
 	}
 	meta := map[string]string{}
 	if now != "" {
 		meta[DigestsAnnotation] = now
+		meta[DigestKeyAnnotation] = r.keyOf()
 	}
 	rolled := obj.(cachedWorkload).workload().Rolled // kept as it is, unless this rolls
-	changed := changedSources(before, now)
+	var changed []string
+	beforeKey := r.Key
+	switch recordedKey {
+	case r.keyOf():
+		changed = changedSources(before, now)
+	case "": // an earlier version's unkeyed record: compared as such, then rewritten keyed
+		beforeKey = nil
+		changed = changedSources(before, seen(refs, Digests(nil, refs, func(ref Ref) client.Object { return sources[ref.Key()] })))
+	default: // made with another key (KeySecret was deleted): a new baseline
+	}
 	roll := before != "" && now != "" && len(changed) > 0
 	if roll {
 		if res, held := r.hold(obj, req); held { // nothing written: the record still differs then
@@ -393,7 +424,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.rolled.Store(req.NamespacedName, time.Now())
 		Rollouts.WithLabelValues(w.Kind, req.Namespace).Inc()
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonRollingOut, "Rollout", "rolling out for changed data of %s",
-			strings.Join(r.changes.explain(req.Namespace, refs, sources, before, changed), ", "))
+			strings.Join(r.changes.explain(beforeKey, req.Namespace, refs, sources, before, changed), ", "))
 	}
 	return reconcile.Result{}, nil
 }

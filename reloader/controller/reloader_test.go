@@ -5,7 +5,10 @@ package controller
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"reflect"
 	"strings"
@@ -143,9 +146,39 @@ func TestDigestEncodingUnchanged(t *testing.T) {
 			Field('k', []byte("a")).Field('v', []byte(strs["a"])).Field('k', []byte("z")).Field('v', []byte(strs["z"])).
 			Field('K', []byte("a")).Field('b', bins["a"]).Field('m', []byte("m"))},
 	} {
-		if got := Digests([]Ref{tc.ref}, func(Ref) client.Object { return tc.obj })[0]; got != tc.want.String() {
+		if got := Digests(nil, []Ref{tc.ref}, func(Ref) client.Object { return tc.obj })[0]; got != tc.want.String() {
 			t.Errorf("%s: digest %s, want %s", tc.ref.Entry(), got, tc.want.String())
 		}
+	}
+}
+
+// With a key, a source's digest is HMAC-SHA256 over the same fields, computed here from the
+// encoding itself (tag, 8-byte big-endian length, bytes); another key, or none, gives another.
+func TestDigestsAreKeyed(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	sec, err := Cached(&corev1.Secret{Data: map[string][]byte{"pin": []byte("1234")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, key)
+	sum := sha256.Sum256([]byte("1234"))
+	for _, f := range []struct {
+		tag byte
+		b   []byte
+	}{{'n', []byte("secret/s")}, {'K', []byte("pin")}, {'b', sum[:]}} {
+		mac.Write(append(binary.BigEndian.AppendUint64([]byte{f.tag}, uint64(len(f.b))), f.b...))
+	}
+	digests := func(key []byte) string {
+		return Digests(key, []Ref{{Kind: Secret, Name: "s"}}, func(Ref) client.Object { return sec })[0]
+	}
+	if got, want := digests(key), hex.EncodeToString(mac.Sum(nil)); got != want {
+		t.Errorf("keyed digest %s, want %s", got, want)
+	}
+	if other := digests(bytes.Repeat([]byte{8}, 32)); other == digests(key) || digests(nil) == digests(key) {
+		t.Error("another key, or none, gave the same digest")
+	}
+	if KeyID(key) == KeyID(bytes.Repeat([]byte{8}, 32)) || len(KeyID(key)) != 16 {
+		t.Errorf("KeyID %q does not tell keys apart", KeyID(key))
 	}
 }
 
@@ -176,7 +209,7 @@ func TestProjectSourcesHoldNoValue(t *testing.T) {
 	changed.Data["k"] = "other"
 	pchanged, _ := Cached(changed)
 	one := func(o client.Object) string {
-		return Digests([]Ref{{Kind: ConfigMap, Name: "c"}}, func(Ref) client.Object { return o })[0]
+		return Digests(nil, []Ref{{Kind: ConfigMap, Name: "c"}}, func(Ref) client.Object { return o })[0]
 	}
 	if one(pcm) == one(pchanged) {
 		t.Error("a changed value digests alike")
@@ -218,7 +251,7 @@ func TestDigestIsUnambiguous(t *testing.T) {
 			refs = append(refs, x.ref)
 			objs[x.ref.Key()] = x.obj
 		}
-		d := Combined(Digests(refs, func(r Ref) client.Object { return objs[r.Key()] }))
+		d := Combined(Digests(nil, refs, func(r Ref) client.Object { return objs[r.Key()] }))
 		if j, ok := seen[d]; ok {
 			t.Errorf("cases %d and %d share a digest", j, i)
 		}
@@ -271,7 +304,7 @@ func BenchmarkDigest(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("refs=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				Combined(Digests(refs, func(Ref) client.Object { return p }))
+				Combined(Digests(nil, refs, func(Ref) client.Object { return p }))
 			}
 		})
 	}
@@ -290,7 +323,7 @@ func TestDigestsOfSelectedKeys(t *testing.T) {
 	read := Ref{Kind: ConfigMap, Name: "c", Keys: []string{"a"}}
 	whole := Ref{Kind: ConfigMap, Name: "c"}
 	of := func(r Ref, data map[string]string) string {
-		return Digests([]Ref{r}, func(Ref) client.Object { return cm(data) })[0]
+		return Digests(nil, []Ref{r}, func(Ref) client.Object { return cm(data) })[0]
 	}
 	base := map[string]string{"a": "1", "b": "1"}
 	if of(read, base) != of(read, map[string]string{"a": "1", "b": "2"}) {

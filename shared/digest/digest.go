@@ -6,6 +6,7 @@
 package digest
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -22,6 +23,15 @@ type Hash struct{ h hash.Hash }
 
 // New returns an empty Hash.
 func New() *Hash { return &Hash{h: sha256.New()} }
+
+// NewKeyed returns an empty Hash keyed with key: an HMAC-SHA256, whose digests of low-entropy
+// contents (a PIN) cannot be searched for without the key. A nil key is New's unkeyed sha256.
+func NewKeyed(key []byte) *Hash {
+	if key == nil {
+		return New()
+	}
+	return &Hash{h: hmac.New(sha256.New, key)}
+}
 
 // Field adds one tagged field.
 func (d *Hash) Field(tag byte, b []byte) *Hash {

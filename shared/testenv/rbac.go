@@ -21,7 +21,12 @@ const WithoutRuleEnv = "KPATTERNS_RBAC_WITHOUT"
 // Rule is one permission of a role, "VERB GROUP/RESOURCE[/SUBRESOURCE]" with "core" for the
 // core group and the resource names in brackets when the rule has any:
 // "create core/configmaps", "patch events.k8s.io/events", "get core/configmaps[widget-policy]".
+// A rule of the pattern's Role in the operator namespace has OperatorRule's prefix.
 type Rule string
+
+// OperatorRule prefixes a permission of the pattern's Role in the operator namespace
+// (app.OperatorRole): "operator:create core/secrets".
+const OperatorRule = "operator:"
 
 // Rules splits policy rules into single permissions, in order and without repeats.
 func Rules(rules []rbacv1.PolicyRule) []Rule {
@@ -62,36 +67,53 @@ func (r Rule) policyRule() rbacv1.PolicyRule {
 	return p
 }
 
-// withoutRule removes the permission named by $KPATTERNS_RBAC_WITHOUT from the pattern's
-// ClusterRole (named role) among objs; it fails if the role has no such permission, so a typo
-// never passes for a rule no test needs.
+// withoutRule removes the permissions named by $KPATTERNS_RBAC_WITHOUT from the pattern's
+// ClusterRole (named role) among objs, or with OperatorRule's prefix from its Role role-operator;
+// it fails if the role has no such permission, so a typo never passes for a rule no test needs.
 func withoutRule(objs []client.Object, role string) error {
 	env := os.Getenv(WithoutRuleEnv)
 	if env == "" {
 		return nil
 	}
-	var drops []Rule
+	drops := map[bool][]Rule{} // by whether of the Role
 	for _, d := range strings.Split(env, ",") {
-		drops = append(drops, Rule(strings.TrimSpace(d)))
+		d, operator := strings.CutPrefix(strings.TrimSpace(d), OperatorRule)
+		drops[operator] = append(drops[operator], Rule(d))
 	}
-	for _, o := range objs {
-		cr, ok := o.(*rbacv1.ClusterRole)
-		if !ok || cr.Name != role {
-			continue
+	for operator, drops := range drops {
+		kind, name := "ClusterRole", role
+		if operator {
+			kind, name = "Role", role+"-operator"
 		}
-		rules := Rules(cr.Rules)
+		i := slices.IndexFunc(objs, func(o client.Object) bool {
+			_, role := o.(*rbacv1.Role)
+			_, cluster := o.(*rbacv1.ClusterRole)
+			return o.GetName() == name && (role && operator || cluster && !operator)
+		})
+		if i < 0 {
+			return fmt.Errorf("%s=%q: no %s %s to remove it from", WithoutRuleEnv, env, kind, name)
+		}
+		policy := rolePolicy(objs[i])
+		rules := Rules(*policy)
 		for _, drop := range drops {
 			if !slices.Contains(rules, drop) {
-				return fmt.Errorf("%s=%q: the ClusterRole %s has no such permission (it has %q)", WithoutRuleEnv, drop, role, rules)
+				return fmt.Errorf("%s=%q: the %s %s has no such permission (it has %q)", WithoutRuleEnv, drop, kind, name, rules)
 			}
 		}
-		cr.Rules = nil
+		*policy = nil
 		for _, r := range rules {
 			if !slices.Contains(drops, r) {
-				cr.Rules = append(cr.Rules, r.policyRule())
+				*policy = append(*policy, r.policyRule())
 			}
 		}
-		return nil
 	}
-	return fmt.Errorf("%s=%q: no ClusterRole %s to remove it from", WithoutRuleEnv, env, role)
+	return nil
+}
+
+// rolePolicy is the rules of a Role or ClusterRole.
+func rolePolicy(o client.Object) *[]rbacv1.PolicyRule {
+	if r, ok := o.(*rbacv1.Role); ok {
+		return &r.Rules
+	}
+	return &o.(*rbacv1.ClusterRole).Rules
 }

@@ -53,4 +53,17 @@ func TestRulesAndWithoutRule(t *testing.T) {
 	if err := withoutRule(role(), "kpatterns-x"); err == nil || !strings.Contains(err.Error(), "no such permission") {
 		t.Fatalf("a permission the role lacks: %v", err)
 	}
+
+	// The operator namespace's Role, by the prefix: only its rule goes, the ClusterRole's stays.
+	t.Setenv(WithoutRuleEnv, OperatorRule+"get core/configmaps")
+	objs = append(role(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "kpatterns-x-operator"}, Rules: rules[len(rules)-1:]})
+	if err := withoutRule(objs, "kpatterns-x"); err != nil {
+		t.Fatal(err)
+	}
+	if got, cluster := objs[1].(*rbacv1.Role).Rules, Rules(objs[0].(*rbacv1.ClusterRole).Rules); len(got) != 0 || len(cluster) != 6 {
+		t.Fatalf("without the Role's rule: Role %v, ClusterRole %q", got, cluster)
+	}
+	if err := withoutRule(role(), "kpatterns-x"); err == nil || !strings.Contains(err.Error(), "no Role kpatterns-x-operator") {
+		t.Fatalf("a pattern without a Role: %v", err)
+	}
 }

@@ -161,17 +161,26 @@ func roleRules(pattern string) ([]testenv.Rule, error) {
 	for _, name := range slices.Sorted(maps.Keys(r.Features)) {
 		rules = append(rules, r.Features[name]...)
 	}
-	return testenv.Rules(rules), nil
+	out := testenv.Rules(rules)
+	for _, op := range testenv.Rules(r.Operator) {
+		out = append(out, testenv.OperatorRule+op)
+	}
+	return out, nil
 }
 
 // pairOf is the list permission of a watch one and the other way round ("" otherwise).
 func pairOf(r testenv.Rule) testenv.Rule {
-	verb, rest, _ := strings.Cut(string(r), " ")
+	rule, operator := strings.CutPrefix(string(r), testenv.OperatorRule)
+	prefix := ""
+	if operator {
+		prefix = testenv.OperatorRule
+	}
+	verb, rest, _ := strings.Cut(rule, " ")
 	switch verb {
 	case "list":
-		return testenv.Rule("watch " + rest)
+		return testenv.Rule(prefix + "watch " + rest)
 	case "watch":
-		return testenv.Rule("list " + rest)
+		return testenv.Rule(prefix + "list " + rest)
 	}
 	return ""
 }
